@@ -1,0 +1,60 @@
+"""Step: give every tool call exactly one result, in one block right after its call.
+
+Results that stand apart from their call (a user or system message in between, or results of
+an earlier call after a later assistant message) are moved up to follow the call. Calls that no
+result answers get a stub result, placed after the call's other results. Anthropic and Gemini
+reject any message between a call and its results; OpenAI rejects unanswered calls.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._context import Context
+from ._messages import Message, call_name, tool_calls
+from ._pairing import pair
+
+__all__ = ["BACKFILL_CONTENT", "Backfill"]
+
+#: Content of a result inserted for a call whose result is missing.
+BACKFILL_CONTENT: Final = "[Tool result unavailable — call was interrupted or lost]"
+
+
+class Backfill:
+    name = "backfill"
+
+    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+        pairing = pair(messages)
+        blocks: dict[int, list[int]] = {}
+        for result_index, (owner, _) in pairing.answers.items():
+            blocks.setdefault(owner, []).append(result_index)
+        if not pairing.unanswered and all(
+            block == list(range(owner + 1, owner + 1 + len(block))) for owner, block in blocks.items()
+        ):
+            return messages
+
+        out: list[Message] = []
+        moved = 0
+        for index, message in enumerate(messages):
+            if index in pairing.answers:
+                continue  # emitted in its call's block
+            out.append(message)
+            block = blocks.get(index, [])
+            for offset, result_index in enumerate(block):
+                moved += result_index != index + 1 + offset
+                out.append(messages[result_index])
+            calls = tool_calls(message)
+            for position in pairing.unanswered.get(index, []):
+                call = calls[position]
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "name": call_name(call),
+                        "content": BACKFILL_CONTENT,
+                    }
+                )
+                ctx.counts["backfilled"] += 1
+        if moved:
+            ctx.counts["results_moved"] += moved
+        return out

@@ -1,0 +1,152 @@
+"""`GovernanceConfig`: every tunable of the pipeline, frozen and validated at construction."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ._errors import ConfigError
+
+__all__ = ["DEFAULT_COMPACTABLE_TOOLS", "GovernanceConfig"]
+
+#: Tools whose old results are replaced by a one-line stub (Nanobot's set). `"*"` means every tool.
+DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = frozenset(
+    {
+        "read_file",
+        "exec",
+        "grep",
+        "find_files",
+        "web_search",
+        "web_fetch",
+        "list_dir",
+        "list_exec_sessions",
+    }
+)
+
+ToolSet: TypeAlias = "frozenset[str] | Literal['*']"
+
+# Upper bound for any token figure a configuration may name: larger than every context window in
+# LiteLLM's model map (10M); anything bigger is a typo or an attack through per-request overrides.
+_MAX_TOKENS = 100_000_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class GovernanceConfig:
+    """How governance shapes a request. Every field has the documented default.
+
+    Budget: ``context window - max output - safety buffer``; the request's ``max_tokens`` /
+    ``max_completion_tokens`` is the max output when it has one.
+    """
+
+    #: Context window to govern against; overrides what LiteLLM knows about the model.
+    context_window_tokens: int | None = None
+    #: Window used when neither the config, the deployment nor LiteLLM knows one. With none at
+    #: all, history is not snipped and the report says so.
+    default_context_window_tokens: int | None = None
+    #: Output reservation when the request sets no ``max_tokens`` / ``max_completion_tokens``.
+    max_output_tokens: int = 4096
+    #: Kept free on top of the output reservation, for estimate error.
+    safety_buffer_tokens: int = 1024
+    #: The newest results of compactable tools (at least ``min_chars`` long) kept whole.
+    keep_recent: int = 10
+    #: Results shorter than this many characters are never compacted.
+    min_chars: int = 500
+    #: Tools whose old results may be compacted; ``"*"`` for every tool.
+    compactable_tools: ToolSet = DEFAULT_COMPACTABLE_TOOLS
+    #: Compact old results in batches of this many (1 = Nanobot's rule, every result as soon as
+    #: it falls out of ``keep_recent``). Larger batches rewrite the history less often.
+    compact_batch: int = 1
+    #: Snip only at points where the running token count from the start of the conversation
+    #: crosses a multiple of this (0 = Nanobot's rule, keep exactly as much as fits). Stable cut
+    #: points keep the provider's prompt cache warm across turns.
+    snip_chunk_tokens: int = 0
+    #: Force a provider profile (``permissive``, ``anthropic``, ``gemini``, ``strict``) instead of
+    #: deriving it from the model's provider.
+    profile: str | None = None
+    #: Do not rewrite anything before the last ``cache_control`` breakpoint unless the budget
+    #: forces it.
+    respect_cache_control: bool = True
+    #: Token counts remembered across requests (entries; each is a digest and an int).
+    token_cache_size: int = 65_536
+    #: Integration only: ``False`` lets the original request through when governance fails
+    #: internally (with a warning); ``True`` rejects the request instead.
+    fail_closed: bool = False
+    #: Integration only: honour ``metadata={"governance": {...}}`` from clients.
+    allow_request_overrides: bool = False
+    #: Integration only: ``False`` turns the hook into a no-op.
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("context_window_tokens", "default_context_window_tokens"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(name, value, minimum=1)
+        _check_int("max_output_tokens", self.max_output_tokens, minimum=0)
+        _check_int("safety_buffer_tokens", self.safety_buffer_tokens, minimum=0)
+        _check_int("keep_recent", self.keep_recent, minimum=0, maximum=1_000_000)
+        _check_int("min_chars", self.min_chars, minimum=0, maximum=1_000_000_000)
+        _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
+        _check_int("snip_chunk_tokens", self.snip_chunk_tokens, minimum=0)
+        _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
+        for name in ("respect_cache_control", "fail_closed", "allow_request_overrides", "enabled"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        object.__setattr__(self, "compactable_tools", _tool_set(self.compactable_tools))
+        if self.profile is not None:
+            from ._profiles import PROFILES
+
+            if self.profile not in PROFILES:
+                raise ConfigError(f"profile must be one of {', '.join(sorted(PROFILES))} or None, got {self.profile!r}")
+
+    def replace(self, **changes: object) -> GovernanceConfig:
+        """A copy with some fields changed (validated like a new config)."""
+        unknown = set(changes) - _FIELD_NAMES
+        if unknown:
+            raise ConfigError(_unknown_message(unknown))
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, object] | None) -> GovernanceConfig:
+        """Build a config from plain data (a proxy YAML section); unknown keys are an error."""
+        if options is None:
+            return cls()
+        if not isinstance(options, Mapping):
+            raise ConfigError(f"governance settings must be a mapping, got {type(options).__name__}")
+        unknown = set(options) - _FIELD_NAMES
+        if unknown:
+            raise ConfigError(_unknown_message(unknown))
+        return cls(**{str(k): v for k, v in options.items()})  # type: ignore[arg-type]
+
+    def is_compactable(self, tool_name: str) -> bool:
+        """Whether results of `tool_name` may be compacted."""
+        tools = self.compactable_tools
+        return tools == "*" or tool_name in tools
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(GovernanceConfig))
+
+
+def _unknown_message(unknown: Iterable[str]) -> str:
+    names = ", ".join(repr(n) for n in sorted(unknown))
+    return f"unknown governance option(s) {names}; known options: {', '.join(sorted(_FIELD_NAMES))}"
+
+
+def _check_int(name: str, value: object, *, minimum: int, maximum: int = _MAX_TOKENS) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise ConfigError(f"{name} must be between {minimum} and {maximum}, got {value}")
+
+
+def _tool_set(value: object) -> frozenset[str] | Literal["*"]:
+    if value == "*":
+        return "*"
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigError(f'compactable_tools must be a list of tool names or "*", got {value!r}')
+    names = frozenset(value)
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise ConfigError(f"compactable_tools must hold non-empty tool names, got {bad[0]!r}")
+    return names

@@ -1,0 +1,60 @@
+"""The per-request state the pipeline steps share: settings, profile, budget, token counts, tallies."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ._config import GovernanceConfig
+from ._profiles import Profile
+from ._tokens import TokenCounter
+
+__all__ = ["SYNTHETIC_USER_CONTENT", "Context"]
+
+#: Content of the user message inserted where a provider needs one and the history has none.
+SYNTHETIC_USER_CONTENT: Final = "(Earlier conversation continues below.)"
+
+
+@dataclass
+class Context:
+    """What one `govern()` call knows; steps read it and add to `counts` and `notes`."""
+
+    config: GovernanceConfig
+    profile: Profile
+    counter: TokenCounter
+    #: Input budget in the counter's units (the profile's token ratio already applied); None = no snipping.
+    budget: int | None = None
+    #: Tokens of the request's tool schemas.
+    tools_tokens: int = 0
+    #: Trailing assistant messages (prefill) are accepted by this model.
+    allow_prefill: bool = False
+    #: Ignore cache_control breakpoints (the budget forced a rewrite before one).
+    ignore_breakpoints: bool = False
+    counts: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    over_budget: bool = False
+    _memo: dict[int, tuple[Mapping[str, Any], int]] = field(default_factory=dict)
+
+    def tokens(self, message: Mapping[str, Any]) -> int:
+        """Tokens of one message, computed once per message object in this call."""
+        key = id(message)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        count = self.counter.message(message)
+        # The message object is kept alive with its count, so its id cannot be reused meanwhile.
+        self._memo[key] = (message, count)
+        return count
+
+    def synthetic_user_tokens(self) -> int:
+        return self.tokens(_SYNTHETIC_USER)
+
+
+_SYNTHETIC_USER: Final = {"role": "user", "content": SYNTHETIC_USER_CONTENT}
+
+
+def synthetic_user() -> dict[str, Any]:
+    """A fresh synthetic user message."""
+    return {"role": "user", "content": SYNTHETIC_USER_CONTENT}

@@ -1,0 +1,86 @@
+"""Step: replace old results of compactable tools with a one-line stub.
+
+The newest ``keep_recent`` results of compactable tools that are at least ``min_chars`` long stay
+whole; older ones become ``[<tool> result omitted from context]``. The tool's name comes from the
+result's ``name`` or, as OpenAI-format results usually lack it, from the call it answers.
+
+With ``compact_batch`` > 1, results are compacted ``compact_batch`` at a time, counted from the
+start of the conversation, so the history is rewritten once per batch instead of on every turn.
+Results before the last ``cache_control`` breakpoint are left alone unless the budget forces it.
+"""
+
+from __future__ import annotations
+
+from ._context import Context
+from ._messages import Message, call_id, call_name, content_chars, has_cache_control, tool_calls
+
+__all__ = ["Microcompact", "last_breakpoint", "stub_for"]
+
+
+def stub_for(tool_name: str) -> str:
+    """The text that replaces a compacted result of `tool_name`."""
+    return f"[{tool_name} result omitted from context]"
+
+
+def last_breakpoint(messages: list[Message]) -> int:
+    """Index of the last message carrying a cache_control breakpoint (-1 if none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if has_cache_control(messages[index]):
+            return index
+    return -1
+
+
+class Microcompact:
+    name = "microcompact"
+
+    def __init__(self, *, keep_recent: int | None = None) -> None:
+        #: Overrides the config's keep_recent (the pipeline passes 0 when the budget demands it).
+        self.keep_recent = keep_recent
+
+    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+        config = ctx.config
+        keep_recent = config.keep_recent if self.keep_recent is None else self.keep_recent
+        names: dict[str, str] = {}
+        candidates: list[tuple[int, str]] = []
+        for index, message in enumerate(messages):
+            role = message.get("role")
+            if role == "assistant":
+                for call in tool_calls(message):
+                    ident, name = call_id(call), call_name(call)
+                    if ident is not None and name is not None:
+                        names[ident] = name
+            elif role == "tool":
+                name = message.get("name")
+                if not isinstance(name, str) or not name:
+                    ident = message.get("tool_call_id")
+                    name = names.get(ident) if isinstance(ident, str) else None
+                if name is None or not config.is_compactable(name):
+                    continue
+                content = message.get("content")
+                stub = stub_for(name)
+                if content == stub:
+                    continue  # already compacted (never counted, so a second pass changes nothing)
+                chars = content_chars(content)
+                if chars >= config.min_chars and chars > len(stub):
+                    candidates.append((index, name))
+
+        excess = len(candidates) - keep_recent
+        if self.keep_recent is None and config.compact_batch > 1:
+            excess -= excess % config.compact_batch
+        if excess <= 0:
+            return messages
+        protected = -1
+        if config.respect_cache_control and not ctx.ignore_breakpoints:
+            protected = last_breakpoint(messages)
+        out: list[Message] | None = None
+        for index, name in candidates[:excess]:
+            if index <= protected:
+                ctx.counts["compaction_skipped_for_cache"] += 1
+                continue
+            if out is None:
+                out = list(messages)
+            compacted = dict(messages[index])
+            compacted["content"] = stub_for(name)
+            out[index] = compacted
+            ctx.counts["compacted"] += 1
+        return messages if out is None else out

@@ -1,0 +1,145 @@
+"""What governance needs to know about a model: its provider, context window and prefill support.
+
+Order of authority for the window: the config's ``context_window_tokens``, the deployment's
+``model_info`` (proxy config or Router), LiteLLM's model map, the config's
+``default_context_window_tokens``. LiteLLM is imported only when its model map is needed, and
+then asked to use its bundled copy of the map rather than fetch one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+from ._config import GovernanceConfig
+
+__all__ = ["ModelFacts", "resolve_model"]
+
+# Provider prefixes recognised without importing LiteLLM (LiteLLM's own provider strings).
+_KNOWN_PREFIXES: Final = frozenset(
+    {
+        "openai", "azure", "azure_ai", "groq", "xai", "ollama", "ollama_chat", "cohere", "cohere_chat",
+        "anthropic", "gemini", "vertex_ai", "vertex_ai_beta", "bedrock", "openrouter", "zai",
+        "bigmodel", "deepseek", "moonshot", "dashscope", "mistral", "hosted_vllm", "together_ai",
+        "fireworks_ai", "deepinfra", "perplexity", "cerebras", "sambanova", "nvidia_nim",
+        "huggingface", "replicate", "databricks", "watsonx", "sagemaker", "volcengine", "minimax",
+        "lm_studio", "llamafile", "text-completion-openai", "github", "github_copilot", "litellm_proxy",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """A model as governance sees it."""
+
+    provider: str
+    max_input_tokens: int | None
+    #: "config", "deployment", "litellm", "default" or "unknown"
+    window_source: str
+    #: From the deployment's model_info; None = ask `supports_prefill` (LiteLLM's model map).
+    supports_prefill: bool | None
+    #: Profile named by the deployment's model_info (``governance_profile``), if any.
+    profile: str | None = None
+    bare_model: str = ""
+
+    def prefill_supported(self, model: str) -> bool:
+        """Whether the model accepts a trailing assistant message (assistant prefill)."""
+        if self.supports_prefill is not None:
+            return self.supports_prefill
+        return _litellm_facts(model, self.provider, self.bare_model or model)[1]
+
+
+@lru_cache(maxsize=4096)
+def split_provider(model: str, provider: str | None = None) -> tuple[str, str]:
+    """(provider, model without the provider prefix); provider "" when it cannot be told."""
+    prefix, _, rest = model.partition("/")
+    if provider:
+        return provider, rest if prefix == provider and rest else model
+    if rest and prefix in _KNOWN_PREFIXES:
+        return prefix, rest
+    litellm = _litellm()
+    try:
+        bare, found, _, _ = litellm.get_llm_provider(model=model)
+    except Exception:  # noqa: BLE001 - LiteLLM raises several types for unknown models
+        return "", model
+    return str(found or ""), str(bare or model)
+
+
+def resolve_model(
+    model: str,
+    *,
+    config: GovernanceConfig,
+    provider: str | None = None,
+    model_info: Mapping[str, Any] | None = None,
+) -> ModelFacts:
+    """Provider, window and prefill support for `model` (a LiteLLM model string)."""
+    provider, bare = split_provider(model, provider)
+    info = model_info or {}
+    profile = info.get("governance_profile")
+    prefill_override = info.get("supports_assistant_prefill")
+    deployment_window = _positive_int(info.get("max_input_tokens"))
+
+    if config.context_window_tokens is not None:
+        window, source = config.context_window_tokens, "config"
+    elif deployment_window is not None:
+        window, source = deployment_window, "deployment"
+    else:
+        window, source = None, "unknown"
+    if window is None:
+        known_window, _ = _litellm_facts(model, provider, bare)
+        if known_window is not None:
+            window, source = known_window, "litellm"
+    if window is None and config.default_context_window_tokens is not None:
+        window, source = config.default_context_window_tokens, "default"
+    return ModelFacts(
+        provider=provider,
+        max_input_tokens=window,
+        window_source=source,
+        supports_prefill=prefill_override if isinstance(prefill_override, bool) else None,
+        profile=profile if isinstance(profile, str) else None,
+        bare_model=bare,
+    )
+
+
+def _positive_int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def _litellm() -> Any:
+    if "litellm" not in sys.modules:
+        # LiteLLM otherwise fetches its model map from GitHub at import, with retries.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+@lru_cache(maxsize=4096)
+def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bool]:
+    """(max_input_tokens, supports_assistant_prefill) from LiteLLM's model map, trying the names
+    LiteLLM may know the model under (``get_model_info`` rejects many prefixed names)."""
+    litellm = _litellm()
+    names = [model, bare]
+    if provider:
+        names.append(f"{provider}/{bare}")
+    if provider == "openrouter" and "/" in bare:
+        vendor_model = bare.split("/", 1)[1]
+        names.append(vendor_model)
+    if "/" in bare:
+        names.append(bare.rsplit("/", 1)[1])
+    for name in dict.fromkeys(names):
+        for hint in ((provider or None), None):
+            try:
+                info = litellm.get_model_info(name, custom_llm_provider=hint)
+            except Exception:  # noqa: BLE001 - ModelNotMappedError and friends
+                continue
+            window = _positive_int(info.get("max_input_tokens"))
+            if window is not None:
+                return window, bool(info.get("supports_assistant_prefill"))
+    return None, False

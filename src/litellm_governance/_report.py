@@ -1,0 +1,81 @@
+"""`GovernanceReport`: what governance did to one request, as counts and token figures only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["GovernanceReport"]
+
+# Step counters shown in the one-line summary (header and log line), in this order.
+_SUMMARY_KEYS = (
+    ("compacted", "compacted"),
+    ("snipped", "snipped"),
+    ("orphans_dropped", "orphans"),
+    ("duplicates_dropped", "duplicates"),
+    ("backfilled", "backfilled"),
+    ("results_moved", "moved"),
+    ("merged", "merged"),
+    ("trailing_assistant_dropped", "trailing"),
+    ("recovered_as_user", "recovered"),
+    ("synthetic_user_inserted", "synthetic_user"),
+    ("tool_call_ids_renamed", "ids_renamed"),
+    ("malformed_calls_dropped", "malformed"),
+    ("empty_messages_dropped", "empty"),
+)
+
+
+@dataclass(frozen=True)
+class GovernanceReport:
+    """What was done, never what the messages say."""
+
+    model: str
+    provider: str
+    profile: str
+    context_window: int | None
+    #: Where the window came from: config, deployment, litellm, default or unknown.
+    window_source: str
+    #: Input budget in provider tokens (None when no window is known: nothing was snipped).
+    budget: int | None
+    max_output_tokens: int
+    #: Estimated provider tokens (tiktoken count times the profile's ratio), tools included.
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    steps: Mapping[str, int] = field(default_factory=dict)
+    over_budget: bool = False
+    changed: bool = False
+    #: Something before the last cache_control breakpoint was rewritten.
+    cache_prefix_rewritten: bool = False
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of every field."""
+        return {
+            "model": self.model,
+            "provider": self.provider,
+            "profile": self.profile,
+            "context_window": self.context_window,
+            "window_source": self.window_source,
+            "budget": self.budget,
+            "max_output_tokens": self.max_output_tokens,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+            "steps": dict(self.steps),
+            "over_budget": self.over_budget,
+            "changed": self.changed,
+            "cache_prefix_rewritten": self.cache_prefix_rewritten,
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        """One line for a response header or a log: ``compacted=3; snipped=41; tokens=182113->109876``."""
+        parts = [f"{label}={self.steps[key]}" for key, label in _SUMMARY_KEYS if self.steps.get(key)]
+        parts.append(f"tokens={self.tokens_before}->{self.tokens_after}")
+        if self.over_budget:
+            parts.append("over_budget")
+        return "; ".join(parts)

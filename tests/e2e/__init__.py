@@ -1,0 +1,1 @@
+"""End-to-end tests: a real LiteLLM proxy process in front of a recording upstream."""
