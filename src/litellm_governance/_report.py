@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["GovernanceReport"]
@@ -71,6 +71,21 @@ class GovernanceReport:
             "cache_prefix_rewritten": self.cache_prefix_rewritten,
             "notes": list(self.notes),
         }
+
+    def then(self, later: GovernanceReport) -> GovernanceReport:
+        """This pass followed by `later` (run on this pass's output), as one report."""
+        steps = dict(self.steps)
+        for key, count in later.steps.items():
+            steps[key] = steps.get(key, 0) + count
+        return replace(
+            later,
+            tokens_before=self.tokens_before,
+            messages_before=self.messages_before,
+            steps=dict(sorted(steps.items())),
+            changed=self.changed or later.changed,
+            cache_prefix_rewritten=self.cache_prefix_rewritten or later.cache_prefix_rewritten,
+            notes=tuple(dict.fromkeys((*self.notes, *later.notes))),
+        )
 
     def summary(self) -> str:
         """One line for a response header or a log: ``compacted=3; snipped=41; tokens=182113->109876``."""

@@ -316,6 +316,7 @@ def _make_payload_sink() -> Any:
                 "api_base": payload.get("api_base"),
                 "status": payload.get("status"),
                 "stream": payload.get("stream"),
+                "end_user": payload.get("end_user"),
                 "metadata": payload.get("metadata"),
             }
             line = json.dumps(record, default=str)

@@ -1,0 +1,293 @@
+"""Measurements behind ``bench/run.py``: timing primitives and the benchmark's individual measures.
+
+Every function here returns plain numbers; `bench.run` decides what to measure and prints the
+report. Times are seconds from `time.perf_counter`; a measure runs once untimed (warm-up), then
+``reps`` timed repetitions, each preceded by its untimed ``setup`` and a `gc.collect()`; the
+result is the list of timings (the report uses their median).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import logging
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from litellm_governance import GovernanceConfig, GovernanceResult, govern
+from litellm_governance._pipeline import token_cache
+from litellm_governance._tokens import encoding_for_model, get_encoding
+
+__all__ = [
+    "CacheMemory",
+    "count_pairing_errors",
+    "encoding_load_times",
+    "fresh_json_copy",
+    "median",
+    "message_strings",
+    "repeat",
+    "run_cold",
+    "run_warm",
+    "tiktoken_pass",
+    "tools_json",
+    "trim_failure_safe_copy",
+    "trim_messages_call",
+]
+
+Message = dict[str, Any]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def repeat(
+    fn: Callable[[Any], object],
+    *,
+    reps: int,
+    setup: Callable[[], Any] | None = None,
+    warmup: bool = True,
+) -> list[float]:
+    """Seconds of each of `reps` timed calls ``fn(setup())``; setup and gc.collect() are untimed."""
+    if warmup:
+        fn(setup() if setup is not None else None)
+    times: list[float] = []
+    for _ in range(reps):
+        arg = setup() if setup is not None else None
+        gc.collect()
+        start = time.perf_counter()
+        fn(arg)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+# --------------------------------------------------------------------------------------------
+# The floor: one tiktoken pass over every string a request carries.
+# --------------------------------------------------------------------------------------------
+
+
+def _content_strings(content: object) -> Iterator[str]:
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping):
+                if isinstance(part.get("text"), str):
+                    yield part["text"]
+            elif isinstance(part, str):
+                yield part
+
+
+def message_strings(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every string the messages carry: content text (parts), name, tool_call_id, and each tool
+    call's id, function name and arguments (what exact counting must tokenize at least once)."""
+    out: list[str] = []
+    for message in messages:
+        out.extend(_content_strings(message.get("content")))
+        for key in ("name", "tool_call_id"):
+            value = message.get(key)
+            if isinstance(value, str):
+                out.append(value)
+        for call in message.get("tool_calls") or ():
+            if isinstance(call.get("id"), str):
+                out.append(call["id"])
+            function = call.get("function") or {}
+            for key in ("name", "arguments"):
+                if isinstance(function.get(key), str):
+                    out.append(function[key])
+    return [s for s in out if s]
+
+
+def tools_json(tools: Sequence[Any] | None) -> str:
+    """The tool schemas as the one JSON string a request sends (and govern counts)."""
+    if not tools:
+        return ""
+    return json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def tiktoken_pass(model: str, strings: Sequence[str], *, reps: int) -> tuple[list[float], int]:
+    """Timings of ``encode_ordinary`` over `strings` with govern's encoding for `model`, and the
+    token total. The strings are extracted beforehand, so this is pure tokenizer time."""
+    encoding = get_encoding(encoding_for_model(model))
+    encode = encoding.encode_ordinary
+    total = sum(len(encode(s)) for s in strings)
+    times = repeat(lambda _: sum(len(encode(s)) for s in strings), reps=reps)
+    return times, total
+
+
+def _build(build: Callable[[str], object], name: str, _: object) -> object:
+    return build(name)
+
+
+def encoding_load_times(names: Sequence[str], *, reps: int) -> dict[str, dict[str, float]]:
+    """Seconds to build each encoding: the first call in this process (for the first name this
+    includes ``import tiktoken``) and the median of `reps` rebuilds (`get_encoding` is cached, so
+    the rebuilds call the uncached function beneath it)."""
+    build = get_encoding.__wrapped__
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        start = time.perf_counter()
+        get_encoding(name)
+        first = time.perf_counter() - start
+        again = repeat(functools.partial(_build, build, name), reps=reps, warmup=False)
+        out[name] = {"first_s": first, "rebuild_s": median(again)}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# govern(), cold and warm.
+# --------------------------------------------------------------------------------------------
+
+
+def _govern(messages: Sequence[Message], model: str, tools: Sequence[Any] | None, config: GovernanceConfig) -> Any:
+    return govern(messages, model=model, tools=tools, config=config)
+
+
+def run_cold(
+    messages: Sequence[Message], *, model: str, tools: Sequence[Any] | None, config: GovernanceConfig, reps: int
+) -> tuple[list[float], GovernanceResult]:
+    """govern() on content never seen before: the token cache is emptied before each repetition
+    (the encoding stays loaded)."""
+    cache = token_cache(config.token_cache_size)
+    result = _govern(messages, model, tools, config)
+    times = repeat(lambda _: _govern(messages, model, tools, config), reps=reps, setup=cache.clear)
+    return times, result
+
+
+def fresh_json_copy(messages: Sequence[Message]) -> list[Message]:
+    """An equal list made of new objects, as a proxy sees every request (parsed from JSON)."""
+    return json.loads(json.dumps(messages))  # type: ignore[no-any-return]
+
+
+def run_warm(
+    session: Sequence[Message],
+    following: Sequence[Message],
+    *,
+    model: str,
+    tools: Sequence[Any] | None,
+    config: GovernanceConfig,
+    reps: int,
+    fresh_objects: bool = False,
+) -> tuple[list[float], GovernanceResult]:
+    """govern() on `following` (the session plus one new tool round) right after `session` was
+    governed once from an empty cache: what an agent loop sends next. With `fresh_objects`, the
+    timed call gets a JSON copy of `following` (new objects, equal content), as in the proxy."""
+    cache = token_cache(config.token_cache_size)
+
+    def setup() -> Sequence[Message]:
+        cache.clear()
+        _govern(session, model, tools, config)
+        return fresh_json_copy(following) if fresh_objects else following
+
+    result = _govern(following, model, tools, config)
+    times = repeat(lambda msgs: _govern(msgs, model, tools, config), reps=reps, setup=setup)
+    return times, result
+
+
+# --------------------------------------------------------------------------------------------
+# Cache memory.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheMemory:
+    size_limit: int
+    entries: int
+    max_entries_seen: int
+    retained_bytes: int
+    peak_bytes: int
+    calls: int
+
+    @property
+    def bytes_per_entry(self) -> float:
+        return self.retained_bytes / self.entries if self.entries else 0.0
+
+
+def cache_memory(
+    requests: Sequence[Sequence[Message]], *, model: str, tools: Sequence[Any] | None, config: GovernanceConfig
+) -> CacheMemory:
+    """Govern `requests` in order starting from an empty cache, under tracemalloc: the entries the
+    cache holds afterwards (and the most it held after any call), and the bytes still allocated
+    once the results are dropped, which is the cache's own growth."""
+    cache = token_cache(config.token_cache_size)
+    _govern(requests[0], model, tools, config)  # any first-call allocations happen outside the trace
+    cache.clear()
+    gc.collect()
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        gc.collect()
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        seen = 0
+        for messages in requests:
+            result = _govern(messages, model, tools, config)
+            del result
+            seen = max(seen, len(cache))
+        gc.collect()
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return CacheMemory(
+        size_limit=cache.max_entries,
+        entries=len(cache),
+        max_entries_seen=seen,
+        retained_bytes=after - before,
+        peak_bytes=peak - before,
+        calls=len(requests),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# LiteLLM's trim_messages.
+# --------------------------------------------------------------------------------------------
+
+
+def trim_failure_safe_copy(messages: Sequence[Message]) -> list[Message]:
+    """The session with ``content: None`` replaced by ``""``: trim_messages raises on None content
+    when it tries to shorten an assistant tool-call message, catches its own error and returns the
+    input untrimmed, so timing it on the raw session would time a failure."""
+    return [dict(m, content="") if m.get("content") is None else m for m in messages]
+
+
+def trim_messages_call(messages: Sequence[Message], *, model: str, max_tokens: int) -> tuple[float, Any, bool]:
+    """One timed ``litellm.utils.trim_messages`` call: (seconds, output, failed). `failed` is True
+    when trim_messages caught an internal error and handed back its input unchanged."""
+    from litellm.utils import trim_messages
+
+    logger = logging.getLogger("LiteLLM")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)  # its caught exception would print a traceback
+    try:
+        gc.collect()
+        start = time.perf_counter()
+        out = trim_messages(messages, model=model, max_tokens=max_tokens)
+        seconds = time.perf_counter() - start
+    finally:
+        logger.setLevel(level)
+    return seconds, out, out is messages
+
+
+def count_pairing_errors(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Tool results with no earlier matching call, plus tool calls with no result (what OpenAI,
+    Anthropic and others reject)."""
+    open_calls: set[str] = set()
+    answered: set[str] = set()
+    errors = 0
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            open_calls.add(str(call.get("id")))
+        if message.get("role") == "tool":
+            ident = str(message.get("tool_call_id"))
+            if ident in open_calls and ident not in answered:
+                answered.add(ident)
+            else:
+                errors += 1
+    return errors + len(open_calls - answered)

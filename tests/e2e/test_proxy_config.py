@@ -1,0 +1,149 @@
+"""Operators configure the plugin in the proxy's own YAML; clients may override only what the
+operator allows, within bounds; internal failures never break a request unless fail_closed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.sessions import make_session
+from litellm_governance.testing import RecordingUpstream
+
+from ..builders import calling, long_text, result, system, user
+from ._proxy import ProxyProcess
+from .conftest import ProxyFactory, model_entry
+
+
+def models(upstream: RecordingUpstream) -> list[dict[str, Any]]:
+    base = upstream.base_url
+    return [
+        model_entry("agent", "openai/up-agent", base, max_input_tokens=100_000),
+        # A deployment whose model_info names a profile that does not exist: governance fails.
+        model_entry("misconfigured", "openai/up-misconfigured", base, governance_profile="no-such-profile"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def configured(proxy_factory: ProxyFactory, upstream: RecordingUpstream) -> ProxyProcess:
+    return proxy_factory(
+        model_list=models(upstream),
+        callback_settings={"governance": {"keep_recent": 2, "allow_request_overrides": True}},
+    )
+
+
+@pytest.fixture(scope="module")
+def fail_closed(proxy_factory: ProxyFactory, upstream: RecordingUpstream) -> ProxyProcess:
+    return proxy_factory(model_list=models(upstream), callback_settings={"governance": {"fail_closed": True}})
+
+
+READS = [system(), user("task")] + [
+    m for i in range(6) for m in (calling(f"r{i}", content="Reading."), result(f"r{i}", long_text(2_000, f"f{i}")))
+]
+
+
+def post(proxy: ProxyProcess, body: dict[str, Any]) -> Any:
+    with proxy.client() as client:
+        return client.post("/v1/chat/completions", json=body)
+
+
+def whole_results(upstream: RecordingUpstream, model: str) -> int:
+    messages = upstream.bodies(model=model)[-1]["messages"]
+    return sum(1 for m in messages if m["role"] == "tool" and "omitted from context" not in m["content"])
+
+
+def test_options_come_from_the_proxy_yaml(configured: ProxyProcess, upstream: RecordingUpstream) -> None:
+    """callback_settings.governance.keep_recent: 2 keeps two whole results instead of ten."""
+    response = post(configured, {"model": "agent", "messages": READS})
+    assert response.status_code == 200
+    assert whole_results(upstream, "up-agent") == 2
+    assert "compacted=4" in response.headers["x-litellm-governance"]
+
+
+def test_allowed_client_override(configured: ProxyProcess, upstream: RecordingUpstream) -> None:
+    """Where the operator allows it, a client can disable governance or change keep_recent."""
+    assert (
+        post(
+            configured, {"model": "agent", "messages": READS, "metadata": {"governance": {"disable": True}}}
+        ).status_code
+        == 200
+    )
+    assert whole_results(upstream, "up-agent") == 6
+    post(configured, {"model": "agent", "messages": READS, "metadata": {"governance": {"keep_recent": 4}}})
+    assert whole_results(upstream, "up-agent") == 4
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"context_window_tokens": 10**12},
+        {"context_window_tokens": -5},
+        {"keep_recent": -1},
+        {"safety_buffer_tokens": 0},
+        {"fail_closed": True},
+        "not an object",
+    ],
+)
+def test_absurd_overrides_are_ignored(configured: ProxyProcess, upstream: RecordingUpstream, override: Any) -> None:
+    """Negative or huge budgets and operator-only options are ignored; the operator's settings apply."""
+    response = post(configured, {"model": "agent", "messages": READS, "metadata": {"governance": override}})
+    assert response.status_code == 200
+    assert whole_results(upstream, "up-agent") == 2
+
+
+def test_client_can_only_lower_the_window(configured: ProxyProcess, upstream: RecordingUpstream) -> None:
+    """A smaller window from the client is honoured (spend less); a larger one than the model's is capped."""
+    session = make_session(200, seed=11)
+    post(
+        configured,
+        {"model": "agent", "messages": session, "metadata": {"governance": {"context_window_tokens": 20_000}}},
+    )
+    lowered = len(upstream.bodies(model="up-agent")[-1]["messages"])
+    post(
+        configured,
+        {"model": "agent", "messages": session, "metadata": {"governance": {"context_window_tokens": 5_000_000}}},
+    )
+    capped = len(upstream.bodies(model="up-agent")[-1]["messages"])
+    post(configured, {"model": "agent", "messages": session})
+    default = len(upstream.bodies(model="up-agent")[-1]["messages"])
+    assert lowered < capped == default
+
+
+def test_overrides_need_the_operators_permission(proxy: ProxyProcess, upstream: RecordingUpstream) -> None:
+    """On a proxy that does not allow overrides, metadata.governance changes nothing."""
+    with proxy.client() as client:
+        client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "big",
+                "messages": READS * 1,
+                "metadata": {"governance": {"disable": True, "keep_recent": 0}},
+            },
+        )
+    messages = upstream.bodies(model="up-big")[-1]["messages"]
+    assert sum(1 for m in messages if m["role"] == "tool") == 6  # keep_recent=10 default: all whole
+    assert all("omitted" not in m["content"] for m in messages if m["role"] == "tool")
+
+
+def test_internal_failure_fails_open_and_is_logged_once(configured: ProxyProcess, upstream: RecordingUpstream) -> None:
+    """A governance failure lets the original request through, with one warning and no content."""
+    broken = [system(), user("secret-task-text"), user("more"), calling("x", content="go")]
+    for _ in range(3):
+        assert post(configured, {"model": "misconfigured", "messages": broken}).status_code == 200
+    assert len(upstream.bodies(model="up-misconfigured")[-1]["messages"]) == len(broken)
+    log = configured.log_path.read_text(encoding="utf-8", errors="replace")
+    assert log.count("governance skipped") == 1
+    assert "secret-task-text" not in log
+    assert "skipped (ConfigError)" in response_header(configured, broken)
+
+
+def response_header(proxy: ProxyProcess, messages: list[dict[str, Any]]) -> str:
+    return str(post(proxy, {"model": "misconfigured", "messages": messages}).headers.get("x-litellm-governance"))
+
+
+def test_fail_closed_rejects_with_a_clear_400(fail_closed: ProxyProcess, upstream: RecordingUpstream) -> None:
+    """With fail_closed: true, the client gets a 400 that says why, and nothing reaches the provider."""
+    response = post(fail_closed, {"model": "misconfigured", "messages": [user("hello")]})
+    assert response.status_code == 400
+    assert "fail_closed" in response.text
+    assert not upstream.bodies(model="up-misconfigured")

@@ -1,0 +1,53 @@
+"""Smoke test of the benchmark (`bench/run.py`): it runs end to end and prints its tables.
+
+Tiny sessions, one repetition: this checks that the benchmark works, never how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bench import run
+
+
+def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    raw = tmp_path / "bench.json"
+    argv = ["--quick", "--sizes", "12,48", "--trim-sizes", "12", "--reps", "1", "--trim-reps", "1", "--json", str(raw)]
+
+    assert run.main(argv) == 0
+
+    out = capsys.readouterr().out
+    for heading in (
+        "# litellm-governance benchmark",
+        "## Headline",
+        "## One-time costs",
+        "## Session length: `openai/gpt-4o`",
+        "## Session length: `zai/glm-4.6`",
+        "## litellm.utils.trim_messages",
+        "## Token cache memory",
+    ):
+        assert heading in out
+    for text in (
+        "Command: `python bench/run.py --quick",
+        "CPUs",
+        "| tiktoken pass over all text (floor) |",
+        "cold / tiktoken pass (target ≤ 1.2)",
+        "warm / cold (target ≤ 0.1)",
+        "4x history, cold (12 → 48 msgs",
+        "trim_messages / govern() cold (12 msgs",
+        "| messages | tokens | kept | tiktoken pass | cold | warm |",
+        "Bounded: the 1,000-entry cache never held more than",
+    ):
+        assert text in out
+
+    data = json.loads(raw.read_text(encoding="utf-8"))
+    assert set(data["models"]) == {"openai/gpt-4o", "zai/glm-4.6"}
+    for model in data["models"].values():
+        assert [row["messages"] for row in model["sizes"]] == [12, 48]
+        assert all(row["cold_s"] > 0 and row["warm_s"] > 0 and row["tiktoken_s"] > 0 for row in model["sizes"])
+        assert model["growth"]["cold_s"][0]["from"] == 12
+        assert model["trim"][0]["govern_pairing_errors"] == 0
+    small = data["memory"]["small"]
+    assert small["max_entries_seen"] <= small["size_limit"] == 1000
