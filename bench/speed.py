@@ -19,24 +19,26 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from litellm_governance import GovernanceConfig, GovernanceResult, govern
+from litellm_governance import GovernanceConfig, govern
 from litellm_governance._pipeline import token_cache
 from litellm_governance._tokens import encoding_for_model, get_encoding
 
 __all__ = [
     "CacheMemory",
+    "Measure",
+    "cold",
     "count_pairing_errors",
     "encoding_load_times",
     "fresh_json_copy",
+    "interleave",
     "median",
     "message_strings",
     "repeat",
-    "run_cold",
-    "run_warm",
     "tiktoken_pass",
     "tools_json",
     "trim_failure_safe_copy",
     "trim_messages_call",
+    "warm",
 ]
 
 Message = dict[str, Any]
@@ -110,16 +112,6 @@ def tools_json(tools: Sequence[Any] | None) -> str:
     return json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def tiktoken_pass(model: str, strings: Sequence[str], *, reps: int) -> tuple[list[float], int]:
-    """Timings of ``encode_ordinary`` over `strings` with govern's encoding for `model`, and the
-    token total. The strings are extracted beforehand, so this is pure tokenizer time."""
-    encoding = get_encoding(encoding_for_model(model))
-    encode = encoding.encode_ordinary
-    total = sum(len(encode(s)) for s in strings)
-    times = repeat(lambda _: sum(len(encode(s)) for s in strings), reps=reps)
-    return times, total
-
-
 def _build(build: Callable[[str], object], name: str, _: object) -> object:
     return build(name)
 
@@ -148,15 +140,39 @@ def _govern(messages: Sequence[Message], model: str, tools: Sequence[Any] | None
     return govern(messages, model=model, tools=tools, config=config)
 
 
-def run_cold(
-    messages: Sequence[Message], *, model: str, tools: Sequence[Any] | None, config: GovernanceConfig, reps: int
-) -> tuple[list[float], GovernanceResult]:
+@dataclass(frozen=True)
+class Measure:
+    """One thing to time: ``fn(setup())``, with `setup` untimed (None: ``fn(None)``)."""
+
+    fn: Callable[[Any], object]
+    setup: Callable[[], Any] | None = None
+
+
+def interleave(measures: Mapping[str, Measure], *, reps: int) -> dict[str, list[float]]:
+    """Time several measures in turn, one repetition of each per round, after one warm-up round.
+
+    Interleaving makes a burst of load from other processes hit every measure of a round alike,
+    so ratios between them (govern cold over the tiktoken pass, warm over cold) stay meaningful
+    on a shared machine."""
+    times: dict[str, list[float]] = {name: [] for name in measures}
+    for round_ in range(reps + 1):
+        for name, measure in measures.items():
+            arg = measure.setup() if measure.setup is not None else None
+            gc.collect()
+            start = time.perf_counter()
+            measure.fn(arg)
+            elapsed = time.perf_counter() - start
+            if round_:
+                times[name].append(elapsed)
+    return times
+
+
+def cold(messages: Sequence[Message], *, model: str, tools: Sequence[Any] | None, config: GovernanceConfig) -> Measure:
     """govern() on content never seen before: the token cache is emptied before each repetition
     (the encoding stays loaded)."""
-    cache = token_cache(config.token_cache_size)
-    result = _govern(messages, model, tools, config)
-    times = repeat(lambda _: _govern(messages, model, tools, config), reps=reps, setup=cache.clear)
-    return times, result
+    return Measure(
+        fn=lambda _: _govern(messages, model, tools, config), setup=token_cache(config.token_cache_size).clear
+    )
 
 
 def fresh_json_copy(messages: Sequence[Message]) -> list[Message]:
@@ -164,16 +180,15 @@ def fresh_json_copy(messages: Sequence[Message]) -> list[Message]:
     return json.loads(json.dumps(messages))  # type: ignore[no-any-return]
 
 
-def run_warm(
+def warm(
     session: Sequence[Message],
     following: Sequence[Message],
     *,
     model: str,
     tools: Sequence[Any] | None,
     config: GovernanceConfig,
-    reps: int,
     fresh_objects: bool = False,
-) -> tuple[list[float], GovernanceResult]:
+) -> Measure:
     """govern() on `following` (the session plus one new tool round) right after `session` was
     governed once from an empty cache: what an agent loop sends next. With `fresh_objects`, the
     timed call gets a JSON copy of `following` (new objects, equal content), as in the proxy."""
@@ -184,9 +199,15 @@ def run_warm(
         _govern(session, model, tools, config)
         return fresh_json_copy(following) if fresh_objects else following
 
-    result = _govern(following, model, tools, config)
-    times = repeat(lambda msgs: _govern(msgs, model, tools, config), reps=reps, setup=setup)
-    return times, result
+    return Measure(fn=lambda msgs: _govern(msgs, model, tools, config), setup=setup)
+
+
+def tiktoken_pass(model: str, strings: Sequence[str]) -> tuple[Measure, int]:
+    """``encode_ordinary`` over `strings` with govern's encoding for `model`, and the token total.
+    The strings are extracted beforehand, so this is pure tokenizer time."""
+    encode = get_encoding(encoding_for_model(model)).encode_ordinary
+    total = sum(len(encode(s)) for s in strings)
+    return Measure(fn=lambda _: sum(len(encode(s)) for s in strings)), total
 
 
 # --------------------------------------------------------------------------------------------
