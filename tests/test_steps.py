@@ -16,6 +16,7 @@ from litellm_governance._microcompact import Microcompact
 from litellm_governance._orphans import DropOrphans
 from litellm_governance._roles import EnforceRoles
 from litellm_governance._snip import Snip
+from litellm_governance._stable import StableShrink
 from litellm_governance._tokens import TokenCache, TokenCounter
 
 from .builders import assistant, call, calling, long_text, result, system, user
@@ -291,27 +292,56 @@ class TestSnip:
         ctx.budget = exact + synthetic - 1
         assert run(Snip(), messages, ctx) == [system(), *turn(2)]
 
-    def test_chunked_cut_stays_put_as_history_grows(self) -> None:
-        """With snip_chunk_tokens, consecutive turns cut at the same place until a chunk is used up."""
-        ctx = make_ctx(snip_chunk_tokens=2_000)
-        history = [system(), user("task")]
-        starts = []
-        for i in range(40):
-            history = [*history, *turn(i, 2_000)]
-            ctx.budget = 6_000
-            out = Snip()(history, ctx)
-            starts.append(out[2]["tool_calls"][0]["id"] if len(out) > 2 else None)
-        moves = sum(1 for a, b in itertools.pairwise(starts) if a != b)
-        literal = make_ctx()
-        literal_starts = []
-        history = [system(), user("task")]
-        for i in range(40):
-            history = [*history, *turn(i, 2_000)]
-            literal.budget = 6_000
-            literal_starts.append(Snip()(history, literal)[2]["tool_calls"][0]["id"])
-        literal_moves = sum(1 for a, b in itertools.pairwise(literal_starts) if a != b)
-        assert literal_moves > 20
-        assert moves <= literal_moves / 2.5  # a 2,000-token chunk holds about three 700-token turns
+
+def prefix_breaks(outputs: list[Messages]) -> int:
+    """How many times a request does not start with the whole previous one."""
+    return sum(1 for a, b in itertools.pairwise(outputs) if b[: len(a)] != a)
+
+
+class TestStableShrink:
+    def grow(self, ctx: Context, step: Any, rounds: int, size: int = 2_000) -> list[Messages]:
+        """Govern a loop turn by turn, returning each turn's governed history."""
+        history: Messages = [system(), user("task")]
+        outputs = []
+        for i in range(rounds):
+            history = [*history, *turn(i, size)]
+            outputs.append(step(history, ctx))
+        return outputs
+
+    def test_cut_stays_put_while_the_history_grows(self) -> None:
+        """The literal cut moves every turn; the replayed cut jumps to the watermark and stays put."""
+        literal = self.grow(make_ctx(budget=6_000), Snip(), 40)
+        stable = self.grow(make_ctx(budget=6_000, cache_stable=True), StableShrink(), 40)
+        assert prefix_breaks(literal) > 25
+        assert prefix_breaks(stable) <= prefix_breaks(literal) / 3
+
+    def test_each_turn_replays_the_previous_turns_decisions(self) -> None:
+        """Between the turns where something is cut or compacted, each request extends the last."""
+        ctx = make_ctx(budget=12_000, cache_stable=True)
+        outputs = self.grow(ctx, StableShrink(), 60, size=1_500)
+        breaks = [i for i, (a, b) in enumerate(itertools.pairwise(outputs)) if b[: len(a)] != a]
+        assert 0 < len(breaks) <= 10
+        for a, b in itertools.pairwise(outputs):
+            assert sum(ctx.tokens(m) for m in b) <= 12_000
+            assert b[0] == system() and b[1] == user("task")
+
+    def test_compacts_in_batches_without_a_budget(self) -> None:
+        """No window known: results are compacted twenty at a time, after the ten newest."""
+        messages = [user(), *reads(29)]
+        assert compacted_ids(run(StableShrink(), messages, make_ctx(cache_stable=True))) == []
+        messages = [user(), *reads(30)]
+        out = run(StableShrink(), messages, make_ctx(cache_stable=True))
+        assert compacted_ids(out) == [f"c{i}" for i in range(20)]
+
+    def test_pressure_compacts_all_but_the_two_newest(self) -> None:
+        """When the history outgrows the budget, old whole results become stubs before anything is cut."""
+        ctx = make_ctx(cache_stable=True)
+        messages = [system(), user("task"), *reads(12, size=3_000)]
+        whole = sum(ctx.tokens(m) for m in messages)
+        ctx.budget = whole - 500
+        out = run(StableShrink(), messages, ctx)
+        assert len(out) == len(messages)
+        assert compacted_ids(out) == [f"c{i}" for i in range(10)]
 
 
 class TestEnforceRoles:

@@ -27,6 +27,9 @@ DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = frozenset(
 
 ToolSet: TypeAlias = "frozenset[str] | Literal['*']"
 
+#: compact_batch when cache_stable is on and the config names none (bench/cache.py).
+STABLE_COMPACT_BATCH = 20
+
 # Upper bound for any token figure a configuration may name: larger than every context window in
 # LiteLLM's model map (10M); anything bigger is a typo or an attack through per-request overrides.
 _MAX_TOKENS = 100_000_000
@@ -55,13 +58,19 @@ class GovernanceConfig:
     min_chars: int = 500
     #: Tools whose old results may be compacted; ``"*"`` for every tool.
     compactable_tools: ToolSet = DEFAULT_COMPACTABLE_TOOLS
-    #: Compact old results in batches of this many (1 = Nanobot's rule, every result as soon as
-    #: it falls out of ``keep_recent``). Larger batches rewrite the history less often.
-    compact_batch: int = 1
-    #: Snip only at points where the running token count from the start of the conversation
-    #: crosses a multiple of this (0 = Nanobot's rule, keep exactly as much as fits). Stable cut
-    #: points keep the provider's prompt cache warm across turns.
-    snip_chunk_tokens: int = 0
+    #: Compact old results in batches of this many: results stay whole until ``keep_recent +
+    #: compact_batch`` of them are, then the oldest batch is compacted at once, rewriting the
+    #: history once per batch instead of on every turn. Default: 1 (Nanobot's rule), or 20 with
+    #: ``cache_stable``.
+    compact_batch: int | None = None
+    #: Keep the provider's prompt cache warm: compaction and snipping are replayed over the
+    #: conversation's growth with hysteresis, so consecutive requests of an agent loop share
+    #: their governed prefix (see README, "Prompt caching"). False: Nanobot's rules on every
+    #: request, which rewrite the prefix on most turns.
+    cache_stable: bool = False
+    #: cache_stable only: when history must be cut, cut it back to this share of the room left
+    #: for history, so the following turns append without moving the cut again.
+    snip_watermark: float = 0.3
     #: Force a provider profile (``permissive``, ``anthropic``, ``gemini``, ``strict``) instead of
     #: deriving it from the model's provider.
     profile: str | None = None
@@ -87,10 +96,14 @@ class GovernanceConfig:
         _check_int("safety_buffer_tokens", self.safety_buffer_tokens, minimum=0)
         _check_int("keep_recent", self.keep_recent, minimum=0, maximum=1_000_000)
         _check_int("min_chars", self.min_chars, minimum=0, maximum=1_000_000_000)
-        _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
-        _check_int("snip_chunk_tokens", self.snip_chunk_tokens, minimum=0)
+        if self.compact_batch is not None:
+            _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
+        if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
+            raise ConfigError(f"snip_watermark must be a number, got {self.snip_watermark!r}")
+        if not 0.1 <= self.snip_watermark <= 1.0:
+            raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {self.snip_watermark}")
         _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
-        for name in ("respect_cache_control", "fail_closed", "allow_request_overrides", "enabled"):
+        for name in ("cache_stable", "respect_cache_control", "fail_closed", "allow_request_overrides", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         object.__setattr__(self, "compactable_tools", _tool_set(self.compactable_tools))
@@ -118,6 +131,13 @@ class GovernanceConfig:
         if unknown:
             raise ConfigError(_unknown_message(unknown))
         return cls(**{str(k): v for k, v in options.items()})  # type: ignore[arg-type]
+
+    @property
+    def effective_compact_batch(self) -> int:
+        """compact_batch, or its default for the mode (1, or 20 with cache_stable)."""
+        if self.compact_batch is not None:
+            return self.compact_batch
+        return STABLE_COMPACT_BATCH if self.cache_stable else 1
 
     def is_compactable(self, tool_name: str) -> bool:
         """Whether results of `tool_name` may be compacted."""

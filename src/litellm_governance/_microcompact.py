@@ -30,6 +30,52 @@ def last_breakpoint(messages: list[Message]) -> int:
     return -1
 
 
+def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tuple[int, str]], int]:
+    """(index, tool name) of every result that may be compacted, oldest first: results of
+    compactable tools, at least ``min_chars`` long, not already stubs, not protected by a
+    ``cache_control`` breakpoint (unless the budget lifted that protection); and how many such
+    results the breakpoint protects."""
+    config = ctx.config
+    protected = -1
+    if config.respect_cache_control and not ctx.ignore_breakpoints:
+        protected = last_breakpoint(messages)
+    names: dict[str, str] = {}
+    found: list[tuple[int, str]] = []
+    protected_count = 0
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            for call in tool_calls(message):
+                ident, name = call_id(call), call_name(call)
+                if ident is not None and name is not None:
+                    names[ident] = name
+        elif role == "tool":
+            name = message.get("name")
+            if not isinstance(name, str) or not name:
+                ident = message.get("tool_call_id")
+                name = names.get(ident) if isinstance(ident, str) else None
+            if name is None or not config.is_compactable(name):
+                continue
+            content = message.get("content")
+            stub = stub_for(name)
+            if content == stub:
+                continue  # already compacted (never counted, so a second pass changes nothing)
+            chars = content_chars(content)
+            if chars >= config.min_chars and chars > len(stub):
+                if index <= protected:
+                    protected_count += 1
+                else:
+                    found.append((index, name))
+    return found, protected_count
+
+
+def compact(message: Message, tool_name: str) -> Message:
+    """A copy of the result `message` with its content replaced by the stub."""
+    compacted = dict(message)
+    compacted["content"] = stub_for(tool_name)
+    return compacted
+
+
 class Microcompact:
     name = "microcompact"
 
@@ -38,49 +84,17 @@ class Microcompact:
         self.keep_recent = keep_recent
 
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
-        config = ctx.config
-        keep_recent = config.keep_recent if self.keep_recent is None else self.keep_recent
-        names: dict[str, str] = {}
-        candidates: list[tuple[int, str]] = []
-        for index, message in enumerate(messages):
-            role = message.get("role")
-            if role == "assistant":
-                for call in tool_calls(message):
-                    ident, name = call_id(call), call_name(call)
-                    if ident is not None and name is not None:
-                        names[ident] = name
-            elif role == "tool":
-                name = message.get("name")
-                if not isinstance(name, str) or not name:
-                    ident = message.get("tool_call_id")
-                    name = names.get(ident) if isinstance(ident, str) else None
-                if name is None or not config.is_compactable(name):
-                    continue
-                content = message.get("content")
-                stub = stub_for(name)
-                if content == stub:
-                    continue  # already compacted (never counted, so a second pass changes nothing)
-                chars = content_chars(content)
-                if chars >= config.min_chars and chars > len(stub):
-                    candidates.append((index, name))
-
+        keep_recent = ctx.config.keep_recent if self.keep_recent is None else self.keep_recent
+        batch = ctx.config.effective_compact_batch if self.keep_recent is None else 1
+        candidates, protected = compactable_results(messages, ctx)
+        if protected and len(candidates) + protected > keep_recent:
+            ctx.counts["compaction_skipped_for_cache"] += min(protected, len(candidates) + protected - keep_recent)
         excess = len(candidates) - keep_recent
-        if self.keep_recent is None and config.compact_batch > 1:
-            excess -= excess % config.compact_batch
+        excess -= excess % batch
         if excess <= 0:
             return messages
-        protected = -1
-        if config.respect_cache_control and not ctx.ignore_breakpoints:
-            protected = last_breakpoint(messages)
-        out: list[Message] | None = None
+        out = list(messages)
         for index, name in candidates[:excess]:
-            if index <= protected:
-                ctx.counts["compaction_skipped_for_cache"] += 1
-                continue
-            if out is None:
-                out = list(messages)
-            compacted = dict(messages[index])
-            compacted["content"] = stub_for(name)
-            out[index] = compacted
-            ctx.counts["compacted"] += 1
-        return messages if out is None else out
+            out[index] = compact(messages[index], name)
+        ctx.counts["compacted"] += excess
+        return out

@@ -8,7 +8,8 @@ The order, and why:
    results, and what the repairs add (stubs, longer ids) is counted against the budget.
    (Nanobot repairs again after snipping because its snip can split pairs and its backfill can
    push a request back over budget; here neither can happen.)
-2. Shrink: `Microcompact`, then `Snip`. Compaction first, because a stub loses one stale tool
+2. Shrink: `Microcompact`, then `Snip` (or, with ``cache_stable``, `StableShrink`, which replays
+   both over the conversation's growth). Compaction first, because a stub loses one stale tool
    output where a cut loses whole turns. If the budget can only be met by rewriting what a
    ``cache_control`` breakpoint protects, or by compacting even the newest results, shrinking is
    retried with those allowed (the budget beats both preferences).
@@ -42,6 +43,7 @@ from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
 from ._report import GovernanceReport
 from ._roles import EnforceRoles
 from ._snip import Snip
+from ._stable import StableShrink
 from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
 
 __all__ = ["GovernanceResult", "govern", "token_cache"]
@@ -186,7 +188,10 @@ def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
         ctx.counts = counts_before.copy()
         ctx.over_budget = False
         ctx.ignore_breakpoints = ignore_breakpoints
-        result = _SNIP(Microcompact(keep_recent=keep_recent)(messages, ctx), ctx)
+        if ctx.config.cache_stable:
+            result = StableShrink(keep_recent=keep_recent)(messages, ctx)
+        else:
+            result = _SNIP(Microcompact(keep_recent=keep_recent)(messages, ctx), ctx)
         if ctx.over_budget:
             continue
         if not ignore_breakpoints and len(attempts) == 3 and ctx.counts["snipped"] > counts_before["snipped"]:

@@ -99,22 +99,30 @@ def _merge_consecutive(messages: list[Message], ctx: Context) -> list[Message]:
 
 
 def _drop_trailing_assistant(messages: list[Message], ctx: Context) -> list[Message]:
-    end = len(messages)
-    while end and messages[end - 1].get("role") == "assistant":
-        end -= 1
-    if end == len(messages):
+    # Trailing = after the last non-assistant, non-system message (LiteLLM moves system messages
+    # out of the conversation for Anthropic and Gemini, so they do not end it).
+    trailing: list[int] = []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if is_system(message):
+            continue
+        if message.get("role") != "assistant":
+            break
+        trailing.append(index)
+    if not trailing:
         return messages
-    ctx.counts["trailing_assistant_dropped"] += len(messages) - end
-    out = messages[:end]
+    dropped = set(trailing)
+    out = [m for i, m in enumerate(messages) if i not in dropped]
     if any(m.get("role") in ("user", "tool") for m in out):
+        ctx.counts["trailing_assistant_dropped"] += len(trailing)
         return out
     # Nothing but system messages would remain: keep the last assistant turn, as the user's.
-    recovered = {k: v for k, v in messages[-1].items() if k != "tool_calls"}
+    last = trailing[0]
+    recovered = {k: v for k, v in messages[last].items() if k != "tool_calls"}
     recovered["role"] = "user"
-    ctx.counts["trailing_assistant_dropped"] -= 1
+    ctx.counts["trailing_assistant_dropped"] += len(trailing) - 1
     ctx.counts["recovered_as_user"] += 1
-    out.append(recovered)
-    return out
+    return [recovered if i == last else m for i, m in enumerate(messages) if i not in dropped or i == last]
 
 
 def _user_first(messages: list[Message], ctx: Context) -> list[Message]:

@@ -1,126 +1,134 @@
-"""Step: drop the oldest history so the request fits the model's input budget.
+"""Step: drop the oldest history so the request fits the model's input budget (Nanobot's rule).
 
 System messages and tool schemas are counted first and always kept. The rest is cut into units
 (an assistant message with its tool results is one unit, every other message its own) and kept
 from the newest back while it fits. The kept part must start with a user message: when the cut
 falls elsewhere, the nearest earlier user message (the task being worked on) is kept in front of
-it and the cut moves forward to make room. The newest unit is always kept; when even that does
-not fit, the request is as small as the rules allow and the report says ``over_budget``.
+it. The newest unit is always kept; when even that does not fit, the request is as small as the
+rules allow and the report says ``over_budget``.
 
-With ``snip_chunk_tokens`` > 0 the cut is only made where the running token count from the start
-of the conversation crosses a multiple of the chunk, so it stays put while the history grows and
-consecutive requests share their prefix (the provider's prompt cache stays warm).
+This keeps as much as fits, so the cut moves with every turn of a long agent loop and the
+provider's prompt cache misses the whole history each time: `_stable` replays the same rules
+with hysteresis instead (``cache_stable``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ._context import Context
 from ._messages import Message, is_system
 from ._tokens import REPLY_PRIMING
 
-__all__ = ["Snip", "fixed_tokens"]
+__all__ = ["Cost", "Layout", "Snip", "assemble"]
+
+# cost(cut, tail): tokens kept when cutting at unit `cut`, given the tokens of the units from there.
+Cost = Callable[[int, int], int]
 
 
-def fixed_tokens(messages: list[Message], ctx: Context) -> int:
-    """Tokens every request pays whatever is snipped: tool schemas, system messages, reply priming."""
-    return ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in messages if is_system(m))
+@dataclass
+class Layout:
+    """The request cut into units, with what each costs."""
 
+    units: list[tuple[int, int]]  # [start, end) message indexes of each non-system unit
+    tokens: list[int]  # tokens of each unit as it is now (after compaction)
+    is_user: list[bool]
+    previous_user: list[int]  # the nearest user unit before each unit (-1: none)
+    unit_of: dict[int, int]  # message index -> unit index
+    fixed: int  # tool schemas, system messages, reply priming
 
-class Snip:
-    name = "snip"
-
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
-        budget = ctx.budget
-        if budget is None or not messages:
-            return messages
-        units: list[tuple[int, int]] = []  # [start, end) of each non-system unit
-        unit_tokens: list[int] = []
-        fixed = ctx.tools_tokens + REPLY_PRIMING
+    @classmethod
+    def of(cls, messages: list[Message], ctx: Context) -> Layout:
+        layout = cls([], [], [], [], {}, ctx.tools_tokens + REPLY_PRIMING)
         index = 0
+        latest_user = -1
         while index < len(messages):
             message = messages[index]
             if is_system(message):
-                fixed += ctx.tokens(message)
+                layout.fixed += ctx.tokens(message)
                 index += 1
                 continue
             end = index + 1
             if message.get("role") == "assistant" and message.get("tool_calls"):
                 while end < len(messages) and messages[end].get("role") == "tool":
                     end += 1
-            units.append((index, end))
-            unit_tokens.append(sum(ctx.tokens(messages[i]) for i in range(index, end)))
+            unit = len(layout.units)
+            layout.units.append((index, end))
+            layout.tokens.append(sum(ctx.tokens(messages[i]) for i in range(index, end)))
+            layout.previous_user.append(latest_user)
+            user = message.get("role") == "user"
+            layout.is_user.append(user)
+            if user:
+                latest_user = unit
+            for i in range(index, end):
+                layout.unit_of[i] = unit
             index = end
-        if not units:
-            ctx.over_budget = fixed > budget
-            return messages
+        return layout
 
-        count = len(units)
-        suffix = [0] * (count + 1)
-        for u in range(count - 1, -1, -1):
-            suffix[u] = suffix[u + 1] + unit_tokens[u]
-        is_user = [messages[start].get("role") == "user" for start, _ in units]
+    def cost_function(self, messages: list[Message], ctx: Context) -> Cost:
+        """cost(cut, tail): tokens kept when cutting at unit `cut`, where `tail` is what the units
+        from `cut` on cost; adds the user message put in front, or the synthetic one if needed."""
         synthetic = ctx.synthetic_user_tokens() if ctx.profile.first_must_be_user else 0
-        room = budget - fixed
 
-        def cost(start: int) -> tuple[int, int]:
-            """Tokens of the tail kept when cutting at unit `start`, and the user unit put in front."""
-            if is_user[start]:
-                return suffix[start], -1
-            anchor = previous_user[start]
+        def cost(cut: int, tail: int) -> int:
+            if self.is_user[cut]:
+                return tail
+            anchor = self.previous_user[cut]
             if anchor >= 0:
-                return unit_tokens[anchor] + suffix[start], anchor
-            needs_user = messages[units[start][0]].get("role") == "assistant"
-            return suffix[start] + (synthetic if needs_user else 0), -1
+                return tail + self.tokens[anchor]
+            starts_with_assistant = messages[self.units[cut][0]].get("role") == "assistant"
+            return tail + (synthetic if starts_with_assistant else 0)
 
-        previous_user = [-1] * count
-        latest = -1
-        for u in range(count):
-            previous_user[u] = latest
-            if is_user[u]:
-                latest = u
+        return cost
 
-        if cost(0)[0] <= room:
+
+class Snip:
+    name = "snip"
+
+    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+        if ctx.budget is None or not messages:
             return messages
+        layout = Layout.of(messages, ctx)
+        room = ctx.budget - layout.fixed
+        if not layout.units:
+            ctx.over_budget = room < 0
+            return messages
+        cost = layout.cost_function(messages, ctx)
 
-        for cut in self._cut_points(unit_tokens, ctx.config.snip_chunk_tokens):
-            tokens, anchor = cost(cut)
-            if tokens <= room:
-                break
-        else:
-            cut = count - 1
-            tokens, anchor = cost(cut)
-            ctx.over_budget = True
-
-        cut_start = units[cut][0]
-        if anchor >= 0:
-            anchor_start, anchor_end = units[anchor]
-            # System messages in the dropped spans are kept, in their order, before the history.
-            result = (
-                [m for m in messages[:anchor_start] if is_system(m)]
-                + messages[anchor_start:anchor_end]
-                + [m for m in messages[anchor_end:cut_start] if is_system(m)]
-                + messages[cut_start:]
-            )
-        else:
-            result = [m for m in messages[:cut_start] if is_system(m)] + messages[cut_start:]
-        if len(result) == len(messages):
-            return messages  # already the smallest tail (over budget): nothing to drop
-        ctx.counts["snipped"] += len(messages) - len(result)
-        return result
+        if cost(0, sum(layout.tokens)) <= room:
+            return messages
+        cut = self._earliest_cut(layout, room, cost)
+        ctx.over_budget = cost(cut, sum(layout.tokens[cut:])) > room
+        return assemble(messages, layout, cut, ctx)
 
     @staticmethod
-    def _cut_points(unit_tokens: list[int], chunk: int) -> list[int]:
-        """Unit indexes where a cut may fall, ascending: all of them, or chunk boundaries first."""
-        count = len(unit_tokens)
-        if chunk <= 0:
-            return list(range(count))
-        aligned: list[int] = []
-        running = 0
-        boundary = 0
-        for u, tokens in enumerate(unit_tokens):
-            if running >= boundary:
-                aligned.append(u)
-                boundary = (running // chunk + 1) * chunk
-            running += tokens
-        # If no aligned point fits, fall back to every unit after the last aligned one.
-        return aligned + list(range(aligned[-1] + 1, count))
+    def _earliest_cut(layout: Layout, room: int, cost: Cost) -> int:
+        """The earliest unit to keep from so the rest fits (the newest unit when nothing fits)."""
+        tail = sum(layout.tokens)
+        for cut in range(len(layout.units)):
+            if cost(cut, tail) <= room:
+                return cut
+            tail -= layout.tokens[cut]
+        return len(layout.units) - 1
+
+
+def assemble(messages: list[Message], layout: Layout, cut: int, ctx: Context) -> list[Message]:
+    """System messages, the user message anchoring the kept history, then everything from `cut`."""
+    cut_start = layout.units[cut][0]
+    anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
+    if anchor >= 0:
+        anchor_start, anchor_end = layout.units[anchor]
+        # System messages in the dropped spans are kept, in their order, before the history.
+        result = (
+            [m for m in messages[:anchor_start] if is_system(m)]
+            + messages[anchor_start:anchor_end]
+            + [m for m in messages[anchor_end:cut_start] if is_system(m)]
+            + messages[cut_start:]
+        )
+    else:
+        result = [m for m in messages[:cut_start] if is_system(m)] + messages[cut_start:]
+    if len(result) == len(messages):
+        return messages  # already the smallest tail (over budget): nothing to drop
+    ctx.counts["snipped"] += len(messages) - len(result)
+    return result

@@ -61,7 +61,16 @@ SETTINGS_KEY: Final = "governance"
 _CHAT_CALLS: Final = frozenset({"completion", "acompletion"})
 # Per-request overrides a client may set when the operator allows them. Budgets can only shrink.
 _OVERRIDABLE: Final = frozenset(
-    {"enabled", "keep_recent", "min_chars", "compactable_tools", "compact_batch", "snip_chunk_tokens", "profile"}
+    {
+        "enabled",
+        "keep_recent",
+        "min_chars",
+        "compactable_tools",
+        "compact_batch",
+        "snip_watermark",
+        "cache_stable",
+        "profile",
+    }
 )
 # Private state in the request metadata (LiteLLM's logging payload does not keep it): what the
 # last pass governed, so an identical second pass is skipped, and the pre-call pass's report.
