@@ -1,8 +1,9 @@
 """Benchmark: govern() against the tiktoken floor, itself warm, longer histories, and trim_messages.
 
 Run ``python bench/run.py`` (or ``make bench``) from the repository root; it needs no network and
-takes a few minutes, most of it in LiteLLM's ``trim_messages``. ``--quick`` runs fewer sizes and
-repetitions (a smoke test); ``--json PATH`` also writes every raw timing.
+takes about a minute on a 2-CPU machine, a third of it in LiteLLM's ``trim_messages``. ``--quick``
+runs fewer sizes and repetitions (a smoke test); ``--json PATH`` also writes every raw timing;
+``--profile`` adds cProfile tables of govern() warm and cold at the largest size.
 
 What it measures, on realistic coding-agent sessions from `bench.sessions` (seed 0, with the
 sessions' ten tool schemas in every request), for a permissive model (openai/gpt-4o, o200k_base)
@@ -20,8 +21,10 @@ and a strict one (zai/glm-4.6, cl100k_base):
 * ``litellm.utils.trim_messages`` on the same session and budget (slow, so fewer sizes and reps);
 * the token cache's memory, and that it stays within ``token_cache_size``.
 
-Each figure is the median of several repetitions after one untimed warm-up run, with
-``gc.collect()`` before each repetition, timed with ``time.perf_counter``.
+Each figure is the median of 11 repetitions after one untimed warm-up round, timed with
+``time.perf_counter``, with ``gc.collect()`` before each repetition. All measures of all sizes and
+models run interleaved, one repetition of each per round, so that load from other processes on a
+shared machine hits them alike and the ratios stay meaningful even when absolute times suffer.
 """
 
 from __future__ import annotations
@@ -86,8 +89,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", metavar="PATH", help="also write every raw number to PATH as JSON")
     parser.add_argument("--sizes", type=_sizes, help=f"session lengths in messages (default {SIZES})")
     parser.add_argument("--trim-sizes", type=_sizes, help=f"session lengths for trim_messages (default {TRIM_SIZES})")
-    parser.add_argument("--reps", type=int, help="timed repetitions per govern/tiktoken figure (default 7, quick 3)")
-    parser.add_argument("--trim-reps", type=int, help="timed repetitions per trim_messages figure (default 3, quick 1)")
+    parser.add_argument("--reps", type=int, help="timed repetitions per govern/tiktoken figure (default 11, quick 3)")
+    parser.add_argument("--trim-reps", type=int, help="timed repetitions per trim_messages figure (default 5, quick 1)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile govern() warm and cold at the largest size with cProfile (where the time goes)",
+    )
     parser.add_argument("--window", type=int, default=WINDOW, help=f"context window for govern (default {WINDOW})")
     parser.add_argument(
         "--trim-window",
@@ -101,9 +109,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.trim_sizes is None:
         args.trim_sizes = QUICK_TRIM_SIZES if args.quick else TRIM_SIZES
     if args.reps is None:
-        args.reps = 3 if args.quick else 7
+        args.reps = 3 if args.quick else 11
     if args.trim_reps is None:
-        args.trim_reps = 1 if args.quick else 3
+        args.trim_reps = 1 if args.quick else 5
     if args.reps < 1 or args.trim_reps < 1:
         parser.error("--reps and --trim-reps must be at least 1")
     return args
@@ -145,28 +153,40 @@ def machine_facts() -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def measure_size(
+SIZE_MEASURES = ("tiktoken", "cold", "warm", "warm_fresh_json")
+
+
+def size_measures(
     model: str,
     session: list[dict[str, Any]],
     following: list[dict[str, Any]],
     *,
     tools: list[dict[str, Any]],
     config: GovernanceConfig,
-    reps: int,
-) -> dict[str, Any]:
+) -> tuple[dict[str, speed.Measure], list[str]]:
+    """The four measures of one model and session length, and the strings the floor tokenizes."""
     strings = [*speed.message_strings(session), speed.tools_json(tools)]
-    floor, tokens = speed.tiktoken_pass(model, strings)
-    timed = speed.interleave(
-        {
-            "tiktoken": floor,
-            "cold": speed.cold(session, model=model, tools=tools, config=config),
-            "warm": speed.warm(session, following, model=model, tools=tools, config=config),
-            "warm_fresh_json": speed.warm(
-                session, following, model=model, tools=tools, config=config, fresh_objects=True
-            ),
-        },
-        reps=reps,
-    )
+    floor, _ = speed.tiktoken_pass(model, strings)
+    measures = {
+        "tiktoken": floor,
+        "cold": speed.cold(session, model=model, tools=tools, config=config),
+        "warm": speed.warm(session, following, model=model, tools=tools, config=config),
+        "warm_fresh_json": speed.warm(session, following, model=model, tools=tools, config=config, fresh_objects=True),
+    }
+    return measures, strings
+
+
+def size_row(
+    model: str,
+    session: list[dict[str, Any]],
+    following: list[dict[str, Any]],
+    strings: list[str],
+    timed: dict[str, list[float]],
+    *,
+    tools: list[dict[str, Any]],
+    config: GovernanceConfig,
+) -> dict[str, Any]:
+    _, tokens = speed.tiktoken_pass(model, strings)
     cold = govern(session, model=model, tools=tools, config=config)
     warm = govern(following, model=model, tools=tools, config=config)
     return {
@@ -183,6 +203,7 @@ def measure_size(
         "cold_s": speed.median(timed["cold"]),
         "warm_s": speed.median(timed["warm"]),
         "warm_fresh_json_s": speed.median(timed["warm_fresh_json"]),
+        "reps": len(timed["cold"]),
         "raw": timed,
     }
 
@@ -193,36 +214,33 @@ def measure_trim(
     *,
     tools: list[dict[str, Any]],
     config: GovernanceConfig,
-    reps: int,
     trim_reps: int,
 ) -> dict[str, Any]:
-    cold_times = speed.interleave({"cold": speed.cold(session, model=model, tools=tools, config=config)}, reps=reps)
     cold = govern(session, model=model, tools=tools, config=config)
     budget = cold.report.budget
     assert budget is not None
-    # Warm-up, on the session exactly as govern() gets it: does trim_messages cope with it at all?
+    # On the session exactly as govern() gets it (untimed): does trim_messages cope with it at all?
     raw_s, _, raw_failed = speed.trim_messages_call(session, model=model, max_tokens=budget)
     safe = speed.trim_failure_safe_copy(session)
-    times: list[float] = []
-    out: Any = None
-    failed = False
-    for _ in range(trim_reps):
-        seconds, out, failed = speed.trim_messages_call(safe, model=model, max_tokens=budget)
-        times.append(seconds)
-    kept = out if isinstance(out, list) else []
+    trim_measure, outputs = speed.trim(safe, model=model, max_tokens=budget)
+    timed = speed.interleave(
+        {"govern_cold": speed.cold(session, model=model, tools=tools, config=config), "trim": trim_measure},
+        reps=trim_reps,
+    )
+    kept = outputs[-1] if isinstance(outputs[-1], list) else []
     return {
         "messages": len(session),
         "budget": budget,
-        "govern_cold_s": speed.median(cold_times["cold"]),
+        "govern_cold_s": speed.median(timed["govern_cold"]),
         "govern_messages_after": cold.report.messages_after,
         "govern_pairing_errors": speed.count_pairing_errors(cold.messages),
-        "trim_s": speed.median(times),
+        "trim_s": speed.median(timed["trim"]),
         "trim_messages_after": len(kept),
         "trim_pairing_errors": speed.count_pairing_errors(kept),
-        "trim_failed": failed,
+        "trim_failed": outputs[-1] is safe,
         "trim_raw_session_s": raw_s,
         "trim_raw_session_failed": raw_failed,
-        "raw": {"govern_cold": cold_times["cold"], "trim": times},
+        "raw": timed,
     }
 
 
@@ -352,25 +370,26 @@ def headline(results: dict[str, Any]) -> tuple[list[str], list[str]]:
                     f"{verdict(step['time_ratio'], TARGET_GROWTH)}"
                 )
                 labels.append(f"4x history, {name} ({step['from']:,} → {step['to']:,} msgs; target ≤ {TARGET_GROWTH}x)")
-                worst = max(g["per_token_ratio"] for g in grown)
                 verdicts.append(
-                    f"- {model}: 4x history, {name}: "
+                    f"- {model}: 4x history, {name}: {step['from']:,}→{step['to']:,} msgs {step['time_ratio']:.2f}x "
+                    f"({verdict(step['time_ratio'], TARGET_GROWTH)}, target ≤ {TARGET_GROWTH}x; the tokens grew "
+                    f"{step['token_ratio']:.2f}x); all pairs: "
                     + ", ".join(
                         f"{g['from']}→{g['to']} {g['time_ratio']:.2f}x (tokens {g['token_ratio']:.2f}x)" for g in grown
                     )
-                    + f"; scaled to 4x the tokens, worst {worst:.2f}x ({verdict(worst, TARGET_GROWTH)}, "
-                    f"target ≤ {TARGET_GROWTH}x)"
                 )
         if data["trim"]:
-            last = data["trim"][-1]
-            ratio = last["trim_s"] / last["govern_cold_s"]
-            cells.append(times(ratio))
+            ratios = [r["trim_s"] / r["govern_cold_s"] for r in data["trim"]]
+            sizes = " / ".join(f"{r['messages']:,}" for r in data["trim"])
+            cells.append(" / ".join(times(x) for x in ratios))
             labels.append(
-                f"trim_messages / govern() cold ({last['messages']:,} msgs, "
-                f"{results['settings']['trim_window']:,} window)"
+                f"trim_messages / govern() cold ({sizes} msgs, {results['settings']['trim_window']:,} window)"
             )
             verdicts.append(
-                f"- {model}: trim_messages / govern() cold = {times(ratio)} at {last['messages']:,} messages"
+                f"- {model}: trim_messages / govern() cold = "
+                + ", ".join(
+                    f"{times(x)} at {r['messages']:,} messages" for x, r in zip(ratios, data["trim"], strict=True)
+                )
             )
         columns[model] = cells
     rows = [[label, *(columns[m][i] for m in models)] for i, label in enumerate(labels)]
@@ -387,15 +406,24 @@ def report(results: dict[str, Any]) -> str:
         f"({facts['cpu']}); litellm {facts['litellm']}, tiktoken {facts['tiktoken']}, "
         f"litellm-governance {facts['litellm-governance']}; load average at start {facts['load_average']}"
     )
+    loads = [x[0] for x in (facts["load_average"], results.get("load_average_end")) if x]
+    cpus = facts["cpu_count"] or 1
+    if loads and max(loads) > cpus - 0.5:
+        out.append(
+            f"Note: the 1-minute load average reached {max(loads):.2f} on {cpus} CPUs (this benchmark itself counts "
+            "for about 1): other processes competed for the CPU, so absolute times are inflated; the ratios, "
+            "measured interleaved, are less affected."
+        )
     out.append(
         f"Settings: `GovernanceConfig(context_window_tokens={settings['window']:_})` (budget = window - 4,096 "
         f"output - 1,024 safety = {settings['budget']:,} tokens; other fields default, token_cache_size "
         f"{settings['token_cache_size']:,}); sessions `bench.sessions.make_session(n, seed={SEED})` with the "
-        f"{settings['tools']} tool schemas of `make_tools()` in every request; medians of {settings['reps']} "
-        f"repetitions after a warm-up round, the measures of one size interleaved (tiktoken, cold, warm, warm "
-        f"fresh JSON in turn, so load from other processes hits them alike), gc.collect() before each (trim_messages: "
-        f"{settings['trim_reps']} repetitions, sizes {', '.join(map(str, settings['trim_sizes']))}, window "
-        f"{settings['trim_window']:,})."
+        f"{settings['tools']} tool schemas of `make_tools()` in every request. Medians of "
+        f"{settings['reps']} repetitions after a warm-up round, all measures of all sizes and models interleaved "
+        "(one repetition of each per round, so load from other processes hits them alike), gc.collect() before "
+        "each. trim_messages: "
+        f"{settings['trim_reps']} repetitions interleaved with govern() cold on the same session and budget, "
+        f"sizes {', '.join(map(str, settings['trim_sizes']))} only, window {settings['trim_window']:,}."
     )
     out.append(
         "Profiles: "
@@ -439,6 +467,7 @@ def report(results: dict[str, Any]) -> str:
                     f"{r['warm_s'] / r['cold_s']:.3f}",
                     f"{r['cold_s'] * 1e6 / k:.0f}",
                     f"{r['warm_s'] * 1e6 / k:.1f}",
+                    r["reps"],
                 ]
             )
         out += table(
@@ -454,6 +483,7 @@ def report(results: dict[str, Any]) -> str:
                 "warm/cold",
                 "cold µs/1k tok",
                 "warm µs/1k tok",
+                "reps",
             ],
             rows,
         )
@@ -508,11 +538,14 @@ def report(results: dict[str, Any]) -> str:
         )
         out += [
             "",
-            'trim_messages is timed on a copy with `content: None` replaced by `""`: on the raw session it raises '
-            "(`len(None)`) whenever it tries to shorten an assistant tool-call message, catches the error and "
-            "returns the input untrimmed (last column: one untimed run on the raw session). It ignores `tools`; "
-            "pairing errors = tool results without their call plus calls without a result. Its cost depends on where "
-            "its loop stops, not only on the length, so sizes are capped (it is O(n x kept) token counts).",
+            "On a session as agents send it, trim_messages raises (`len(None)`) whenever it has to shorten an "
+            "assistant tool-call message (`content: None`), catches its own error and returns the input untrimmed; "
+            "the last column says whether that happened in one untimed run on the raw session. To time its work "
+            'rather than that failure, it is timed on a copy with `content: None` replaced by `""`. It ignores '
+            "`tools`. Pairing errors = tool results without their call plus calls without a result. Its cost is "
+            "O(n x kept) token counts and depends on where its loop stops as much as on the length (800 tokens less "
+            "budget made the 1,000-message openai/gpt-4o call take 17 s instead of 0.6 s), so its sizes and "
+            "repetitions are capped.",
         ]
 
     mem = results["memory"]
@@ -548,9 +581,29 @@ def report(results: dict[str, Any]) -> str:
         f"({mem['small_warm_s'] / mem['small_cold_s']:.2f}). The default {full['size_limit']:,} entries hold "
         f"about {full['size_limit'] // max(full['entries'], 1):,} such sessions, "
         f"~{full['size_limit'] * full['bytes_per_entry'] / 2**20:.1f} MiB when full.",
-        "",
-        f"Total benchmark time: {results['elapsed_s']:.0f} s.",
     ]
+    if "profile" in results:
+        prof = results["profile"]
+        for label, rows in prof["calls"].items():
+            out += ["", f"## Profile: govern() {label}, {prof['messages']:,} messages (cProfile)", ""]
+            out += table(
+                ["function", "calls / request", "own ms / request", "own share", "inclusive share"],
+                [
+                    [
+                        f"`{r['function']}`",
+                        f"{r['calls_per_request']:,.0f}",
+                        f"{r['own_ms_per_request']:.2f}",
+                        f"{r['own_share']:.1%}",
+                        f"{r['inclusive_share']:.1%}",
+                    ]
+                    for r in rows
+                ],
+            )
+        out += [
+            "",
+            "cProfile's overhead inflates code that makes many small Python calls: read the shares as a ranking.",
+        ]
+    out += ["", f"Total benchmark time: {results['elapsed_s']:.0f} s."]
     return "\n".join(out)
 
 
@@ -597,6 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         gc.unfreeze()
     results["elapsed_s"] = time.perf_counter() - started
+    results["load_average_end"] = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
     print(report(results), flush=True)
     if args.json:
@@ -640,13 +694,30 @@ def _measure(
         "first_calls": first_calls,
         "models": {},
     }
+    # One sweep over every model, size and measure, round after round: a burst of load from other
+    # processes then hits all sizes alike, and the growth ratios stay meaningful too.
+    measures: dict[tuple[str, int, str], speed.Measure] = {}
+    strings: dict[tuple[str, int], list[str]] = {}
+    for model in MODELS:
+        for n in args.sizes:
+            per_size, strings[model, n] = size_measures(model, sessions[n], followers[n], tools=tools, config=config)
+            measures.update({(model, n, kind): m for kind, m in per_size.items()})
+    timed = speed.interleave(measures, reps=args.reps)
     for model in MODELS:
         rows = [
-            measure_size(model, sessions[n], followers[n], tools=tools, config=config, reps=args.reps)
+            size_row(
+                model,
+                sessions[n],
+                followers[n],
+                strings[model, n],
+                {kind: timed[model, n, kind] for kind in SIZE_MEASURES},
+                tools=tools,
+                config=config,
+            )
             for n in args.sizes
         ]
         trims = [
-            measure_trim(model, sessions[n], tools=tools, config=trim_config, reps=args.reps, trim_reps=args.trim_reps)
+            measure_trim(model, sessions[n], tools=tools, config=trim_config, trim_reps=args.trim_reps)
             for n in args.trim_sizes
         ]
         profile = govern(sessions[args.sizes[0]], model=model, tools=tools, config=config).report.profile
@@ -659,6 +730,20 @@ def _measure(
             "trim": trims,
         }
     results["memory"] = measure_memory(sessions, followers, tools=tools, window=args.window, reps=args.reps)
+    if args.profile:
+        largest = max(args.sizes)
+        session, following = sessions[largest], followers[largest]
+        results["profile"] = {
+            "messages": len(session),
+            "calls": {
+                f"{model}, {kind}": speed.profile(measure, reps=max(3, args.reps))
+                for model in MODELS
+                for kind, measure in (
+                    ("warm", speed.warm(session, following, model=model, tools=tools, config=config)),
+                    ("cold", speed.cold(session, model=model, tools=tools, config=config)),
+                )
+            },
+        }
     return results
 
 

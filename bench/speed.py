@@ -17,7 +17,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from litellm_governance import GovernanceConfig, govern
 from litellm_governance._pipeline import token_cache
@@ -33,15 +33,18 @@ __all__ = [
     "interleave",
     "median",
     "message_strings",
+    "profile",
     "repeat",
     "tiktoken_pass",
     "tools_json",
+    "trim",
     "trim_failure_safe_copy",
     "trim_messages_call",
     "warm",
 ]
 
 Message = dict[str, Any]
+K = TypeVar("K")
 
 
 def median(values: Sequence[float]) -> float:
@@ -148,22 +151,23 @@ class Measure:
     setup: Callable[[], Any] | None = None
 
 
-def interleave(measures: Mapping[str, Measure], *, reps: int) -> dict[str, list[float]]:
-    """Time several measures in turn, one repetition of each per round, after one warm-up round.
+def interleave(measures: Mapping[K, Measure], *, reps: int) -> dict[K, list[float]]:
+    """Time several measures in turn, one repetition of each per round, `reps` rounds after one
+    untimed warm-up round.
 
-    Interleaving makes a burst of load from other processes hit every measure of a round alike,
-    so ratios between them (govern cold over the tiktoken pass, warm over cold) stay meaningful
-    on a shared machine."""
-    times: dict[str, list[float]] = {name: [] for name in measures}
+    Interleaving spreads any load from other processes evenly over the measures, so their ratios
+    (govern cold over the tiktoken pass, warm over cold, 1,600 messages over 400) stay meaningful
+    on a shared machine even when absolute times are inflated."""
+    times: dict[K, list[float]] = {key: [] for key in measures}
     for round_ in range(reps + 1):
-        for name, measure in measures.items():
+        for key, measure in measures.items():
             arg = measure.setup() if measure.setup is not None else None
             gc.collect()
             start = time.perf_counter()
             measure.fn(arg)
             elapsed = time.perf_counter() - start
             if round_:
-                times[name].append(elapsed)
+                times[key].append(elapsed)
     return times
 
 
@@ -278,22 +282,33 @@ def trim_failure_safe_copy(messages: Sequence[Message]) -> list[Message]:
     return [dict(m, content="") if m.get("content") is None else m for m in messages]
 
 
-def trim_messages_call(messages: Sequence[Message], *, model: str, max_tokens: int) -> tuple[float, Any, bool]:
-    """One timed ``litellm.utils.trim_messages`` call: (seconds, output, failed). `failed` is True
-    when trim_messages caught an internal error and handed back its input unchanged."""
+def _trim(messages: Sequence[Message], model: str, max_tokens: int) -> Any:
     from litellm.utils import trim_messages
 
     logger = logging.getLogger("LiteLLM")
     level = logger.level
     logger.setLevel(logging.CRITICAL)  # its caught exception would print a traceback
     try:
-        gc.collect()
-        start = time.perf_counter()
-        out = trim_messages(messages, model=model, max_tokens=max_tokens)
-        seconds = time.perf_counter() - start
+        return trim_messages(messages, model=model, max_tokens=max_tokens)
     finally:
         logger.setLevel(level)
+
+
+def trim_messages_call(messages: Sequence[Message], *, model: str, max_tokens: int) -> tuple[float, Any, bool]:
+    """One timed ``litellm.utils.trim_messages`` call: (seconds, output, failed). `failed` is True
+    when trim_messages caught an internal error and handed back its input unchanged."""
+    gc.collect()
+    start = time.perf_counter()
+    out = _trim(messages, model, max_tokens)
+    seconds = time.perf_counter() - start
     return seconds, out, out is messages
+
+
+def trim(messages: Sequence[Message], *, model: str, max_tokens: int) -> tuple[Measure, list[Any]]:
+    """``litellm.utils.trim_messages(messages, model=model, max_tokens=max_tokens)`` as a measure,
+    and the list its outputs are appended to."""
+    outputs: list[Any] = []
+    return Measure(fn=lambda _: outputs.append(_trim(messages, model, max_tokens))), outputs
 
 
 def count_pairing_errors(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -312,3 +327,46 @@ def count_pairing_errors(messages: Sequence[Mapping[str, Any]]) -> int:
             else:
                 errors += 1
     return errors + len(open_calls - answered)
+
+
+# --------------------------------------------------------------------------------------------
+# Where the time goes (cProfile), for --profile.
+# --------------------------------------------------------------------------------------------
+
+
+def profile(measure: Measure, *, reps: int, top: int = 15) -> list[dict[str, Any]]:
+    """cProfile over `reps` calls of `measure` (setups not profiled): the `top` functions by own
+    time, with calls per request and own / inclusive shares of the profiled time. cProfile's own
+    overhead inflates code that makes many small Python calls, so read the shares as a ranking."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    for _ in range(reps):
+        arg = measure.setup() if measure.setup is not None else None
+        gc.collect()
+        profiler.enable()
+        measure.fn(arg)
+        profiler.disable()
+    stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in stats.values()) or 1.0
+    rows = []
+    for (path, line, func), (_, calls, own, inclusive, _) in sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]:
+        where = func if path == "~" else f"{_short(path)}:{line}({func})"
+        rows.append(
+            {
+                "function": where,
+                "calls_per_request": calls / reps,
+                "own_share": own / total,
+                "inclusive_share": min(inclusive / total, 1.0),
+                "own_ms_per_request": own * 1e3 / reps,
+            }
+        )
+    return rows
+
+
+def _short(path: str) -> str:
+    for marker in ("/site-packages/", "/src/", "/bench/"):
+        if marker in path:
+            return path.split(marker, 1)[1] if marker != "/bench/" else "bench/" + path.split(marker, 1)[1]
+    return path.rsplit("/", 1)[-1]

@@ -15,7 +15,8 @@ from bench import run
 
 def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     raw = tmp_path / "bench.json"
-    argv = ["--quick", "--sizes", "12,48", "--trim-sizes", "12", "--reps", "1", "--trim-reps", "1", "--json", str(raw)]
+    argv = ["--quick", "--sizes", "12,48", "--trim-sizes", "12", "--reps", "1", "--trim-reps", "1", "--profile"]
+    argv += ["--json", str(raw)]
 
     assert run.main(argv) == 0
 
@@ -28,6 +29,7 @@ def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[
         "## Session length: `zai/glm-4.6`",
         "## litellm.utils.trim_messages",
         "## Token cache memory",
+        "## Profile: govern() openai/gpt-4o, warm, 48 messages (cProfile)",
     ):
         assert heading in out
     for text in (

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bench.sessions import LITELLM_DIR, make_session, make_tools, next_round, replay, session_tokens
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -321,9 +321,9 @@ class TestStableShrink:
         outputs = self.grow(ctx, StableShrink(), 60, size=1_500)
         breaks = [i for i, (a, b) in enumerate(itertools.pairwise(outputs)) if b[: len(a)] != a]
         assert 0 < len(breaks) <= 10
-        for a, b in itertools.pairwise(outputs):
-            assert sum(ctx.tokens(m) for m in b) <= 12_000
-            assert b[0] == system() and b[1] == user("task")
+        for out in outputs:
+            assert sum(ctx.tokens(m) for m in out) <= 12_000
+            assert out[0] == system() and out[1] == user("task")
 
     def test_compacts_in_batches_without_a_budget(self) -> None:
         """No window known: results are compacted twenty at a time, after the ten newest."""
