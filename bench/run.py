@@ -9,9 +9,10 @@ What it measures, on realistic coding-agent sessions from `bench.sessions` (seed
 sessions' ten tool schemas in every request), for a permissive model (openai/gpt-4o, o200k_base)
 and a strict one (zai/glm-4.6, cl100k_base):
 
-* the floor: one tiktoken ``encode_ordinary`` pass over every string the request carries (message
-  content, names, tool-call ids, function names and arguments, the tool schemas' JSON), with the
-  encoding govern() uses for the model;
+* the floor: one tiktoken ``encode_ordinary`` pass over the message text (content text parts, tool
+  calls' function names and arguments), with the encoding govern() uses for the model; and, for
+  reference, a pass over every string govern() counts (also names, tool-call ids and the tool
+  schemas' JSON);
 * govern() cold: the token cache emptied before each repetition (the encoding stays loaded;
   loading it is a one-time cost, reported apart);
 * govern() warm: the session plus one new tool round (`bench.sessions.next_round`) right after the
@@ -23,8 +24,9 @@ and a strict one (zai/glm-4.6, cl100k_base):
 
 Each figure is the median of 11 repetitions after one untimed warm-up round, timed with
 ``time.perf_counter``, with ``gc.collect()`` before each repetition. All measures of all sizes and
-models run interleaved, one repetition of each per round, so that load from other processes on a
-shared machine hits them alike and the ratios stay meaningful even when absolute times suffer.
+models run interleaved, one repetition of each per round in a seeded random order, so that load
+from other processes on a shared machine (and cold CPU caches) hits them alike and the ratios stay
+meaningful even when absolute times suffer.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def machine_facts() -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-SIZE_MEASURES = ("tiktoken", "cold", "warm", "warm_fresh_json")
+SIZE_MEASURES = ("tiktoken", "tiktoken_all", "cold", "warm", "warm_fresh_json")
 
 
 def size_measures(
@@ -163,36 +165,44 @@ def size_measures(
     *,
     tools: list[dict[str, Any]],
     config: GovernanceConfig,
-) -> tuple[dict[str, speed.Measure], list[str]]:
-    """The four measures of one model and session length, and the strings the floor tokenizes."""
-    strings = [*speed.message_strings(session), speed.tools_json(tools)]
-    floor, _ = speed.tiktoken_pass(model, strings)
+) -> tuple[dict[str, speed.Measure], dict[str, Any]]:
+    """The measures of one model and session length, and facts about the session."""
+    text = speed.text_strings(session)
+    everything = [*speed.message_strings(session), speed.tools_json(tools)]
+    floor, text_tokens = speed.tiktoken_pass(model, text)
+    floor_all, tokens = speed.tiktoken_pass(model, everything)
     measures = {
         "tiktoken": floor,
+        "tiktoken_all": floor_all,
         "cold": speed.cold(session, model=model, tools=tools, config=config),
         "warm": speed.warm(session, following, model=model, tools=tools, config=config),
         "warm_fresh_json": speed.warm(session, following, model=model, tools=tools, config=config, fresh_objects=True),
     }
-    return measures, strings
+    facts = {
+        "strings": len(text),
+        "chars": sum(map(len, text)),
+        "text_tokens": text_tokens,
+        "all_strings": len(everything),
+        "tokens": tokens,
+    }
+    return measures, facts
 
 
 def size_row(
     model: str,
     session: list[dict[str, Any]],
     following: list[dict[str, Any]],
-    strings: list[str],
+    facts: dict[str, Any],
     timed: dict[str, list[float]],
     *,
     tools: list[dict[str, Any]],
     config: GovernanceConfig,
 ) -> dict[str, Any]:
-    _, tokens = speed.tiktoken_pass(model, strings)
     cold = govern(session, model=model, tools=tools, config=config)
     warm = govern(following, model=model, tools=tools, config=config)
     return {
         "messages": len(session),
-        "chars": sum(map(len, strings)),
-        "tokens": tokens,
+        **facts,
         "messages_after": cold.report.messages_after,
         "tokens_after": cold.report.tokens_after,
         "steps": dict(cold.report.steps),
@@ -200,6 +210,7 @@ def size_row(
         "warm_messages": len(following),
         "warm_steps": dict(warm.report.steps),
         "tiktoken_s": speed.median(timed["tiktoken"]),
+        "tiktoken_all_s": speed.median(timed["tiktoken_all"]),
         "cold_s": speed.median(timed["cold"]),
         "warm_s": speed.median(timed["warm"]),
         "warm_fresh_json_s": speed.median(timed["warm_fresh_json"]),
@@ -338,45 +349,55 @@ def headline(results: dict[str, Any]) -> tuple[list[str], list[str]]:
     for model in models:
         data = results["models"][model]
         top = data["sizes"][-1]
+        worst_cold = max(data["sizes"], key=lambda r: r["cold_s"] / r["tiktoken_s"])
+        worst_warm = max(data["sizes"], key=lambda r: r["warm_s"] / r["cold_s"])
         cold_ratio = top["cold_s"] / top["tiktoken_s"]
         warm_ratio = top["warm_s"] / top["cold_s"]
         cells = [
             f"{top['messages']:,} msgs, {top['tokens'] / 1000:,.0f}k tokens",
             ms(top["tiktoken_s"]),
+            f"{ms(top['tiktoken_all_s'])} (cold / it: {top['cold_s'] / top['tiktoken_all_s']:.2f}x)",
             ms(top["cold_s"]),
             ms(top["warm_s"]),
             f"{times(cold_ratio)} {verdict(cold_ratio, TARGET_COLD)}",
             f"{warm_ratio:.3f} {verdict(warm_ratio, TARGET_WARM)}",
+            f"{worst_cold['cold_s'] / worst_cold['tiktoken_s']:.2f}x at {worst_cold['messages']:,} msgs "
+            f"{verdict(worst_cold['cold_s'] / worst_cold['tiktoken_s'], TARGET_COLD)}; "
+            f"{worst_warm['warm_s'] / worst_warm['cold_s']:.3f} at {worst_warm['messages']:,} msgs "
+            f"{verdict(worst_warm['warm_s'] / worst_warm['cold_s'], TARGET_WARM)}",
         ]
         labels = [
             "session",
-            "tiktoken pass over all text (floor)",
+            "tiktoken pass over message text (floor: content, function names and arguments)",
+            "tiktoken pass over every string govern() counts (adds ids, names, tool schemas)",
             "govern() cold",
             "govern() warm (+1 tool round)",
             f"cold / tiktoken pass (target ≤ {TARGET_COLD})",
             f"warm / cold (target ≤ {TARGET_WARM})",
+            "worst over all sizes: cold / tiktoken pass; warm / cold",
         ]
         verdicts.append(
             f"- {model}: cold / tiktoken pass = {cold_ratio:.2f} ({verdict(cold_ratio, TARGET_COLD)}, "
             f"target ≤ {TARGET_COLD}); warm / cold = {warm_ratio:.3f} ({verdict(warm_ratio, TARGET_WARM)}, "
-            f"target ≤ {TARGET_WARM}) at {top['messages']:,} messages"
+            f"target ≤ {TARGET_WARM}) at {top['messages']:,} messages. Worst over all sizes: cold / tiktoken "
+            f"{worst_cold['cold_s'] / worst_cold['tiktoken_s']:.2f} at {worst_cold['messages']:,} messages, "
+            f"warm / cold {worst_warm['warm_s'] / worst_warm['cold_s']:.3f} at {worst_warm['messages']:,}"
         )
         for key, name in (("cold_s", "cold"), ("warm_s", "warm")):
             grown = data["growth"][key]
             if grown:
                 step = grown[-1]
                 cells.append(
-                    f"{times(step['time_ratio'])} (tokens {times(step['token_ratio'])}) "
-                    f"{verdict(step['time_ratio'], TARGET_GROWTH)}"
+                    f"{times(step['time_ratio'])} for {times(step['token_ratio'])} the tokens = "
+                    f"{times(step['per_token_ratio'])} per 4x tokens {verdict(step['per_token_ratio'], TARGET_GROWTH)}"
                 )
                 labels.append(f"4x history, {name} ({step['from']:,} → {step['to']:,} msgs; target ≤ {TARGET_GROWTH}x)")
                 verdicts.append(
-                    f"- {model}: 4x history, {name}: {step['from']:,}→{step['to']:,} msgs {step['time_ratio']:.2f}x "
-                    f"({verdict(step['time_ratio'], TARGET_GROWTH)}, target ≤ {TARGET_GROWTH}x; the tokens grew "
-                    f"{step['token_ratio']:.2f}x); all pairs: "
-                    + ", ".join(
-                        f"{g['from']}→{g['to']} {g['time_ratio']:.2f}x (tokens {g['token_ratio']:.2f}x)" for g in grown
-                    )
+                    f"- {model}: 4x history, {name}: {step['from']:,}→{step['to']:,} msgs took "
+                    f"{step['time_ratio']:.2f}x the time for {step['token_ratio']:.2f}x the tokens, "
+                    f"{step['per_token_ratio']:.2f}x per 4x tokens ({verdict(step['per_token_ratio'], TARGET_GROWTH)}, "
+                    f"target ≤ {TARGET_GROWTH}x); all pairs per 4x tokens: "
+                    + ", ".join(f"{g['from']}→{g['to']} {g['per_token_ratio']:.2f}x" for g in grown)
                 )
         if data["trim"]:
             ratios = [r["trim_s"] / r["govern_cold_s"] for r in data["trim"]]
@@ -420,8 +441,8 @@ def report(results: dict[str, Any]) -> str:
         f"{settings['token_cache_size']:,}); sessions `bench.sessions.make_session(n, seed={SEED})` with the "
         f"{settings['tools']} tool schemas of `make_tools()` in every request. Medians of "
         f"{settings['reps']} repetitions after a warm-up round, all measures of all sizes and models interleaved "
-        "(one repetition of each per round, so load from other processes hits them alike), gc.collect() before "
-        "each. trim_messages: "
+        "(one repetition of each per round, in a seeded random order, so load from other processes and cold CPU "
+        "caches hit them alike), gc.collect() before each. trim_messages: "
         f"{settings['trim_reps']} repetitions interleaved with govern() cold on the same session and budget, "
         f"sizes {', '.join(map(str, settings['trim_sizes']))} only, window {settings['trim_window']:,}."
     )
@@ -460,10 +481,12 @@ def report(results: dict[str, Any]) -> str:
                     f"{r['tokens']:,}",
                     f"{r['messages_after']:,}",
                     ms(r["tiktoken_s"]),
+                    ms(r["tiktoken_all_s"]),
                     ms(r["cold_s"]),
                     ms(r["warm_s"]),
                     ms(r["warm_fresh_json_s"]),
                     f"{r['cold_s'] / r['tiktoken_s']:.2f}",
+                    f"{r['cold_s'] / r['tiktoken_all_s']:.2f}",
                     f"{r['warm_s'] / r['cold_s']:.3f}",
                     f"{r['cold_s'] * 1e6 / k:.0f}",
                     f"{r['warm_s'] * 1e6 / k:.1f}",
@@ -476,10 +499,12 @@ def report(results: dict[str, Any]) -> str:
                 "tokens",
                 "kept",
                 "tiktoken pass",
+                "tiktoken, all strings",
                 "cold",
                 "warm",
                 "warm, fresh JSON",
                 "cold/tiktoken",
+                "cold/all strings",
                 "warm/cold",
                 "cold µs/1k tok",
                 "warm µs/1k tok",
@@ -697,10 +722,10 @@ def _measure(
     # One sweep over every model, size and measure, round after round: a burst of load from other
     # processes then hits all sizes alike, and the growth ratios stay meaningful too.
     measures: dict[tuple[str, int, str], speed.Measure] = {}
-    strings: dict[tuple[str, int], list[str]] = {}
+    facts: dict[tuple[str, int], dict[str, Any]] = {}
     for model in MODELS:
         for n in args.sizes:
-            per_size, strings[model, n] = size_measures(model, sessions[n], followers[n], tools=tools, config=config)
+            per_size, facts[model, n] = size_measures(model, sessions[n], followers[n], tools=tools, config=config)
             measures.update({(model, n, kind): m for kind, m in per_size.items()})
     timed = speed.interleave(measures, reps=args.reps)
     for model in MODELS:
@@ -709,7 +734,7 @@ def _measure(
                 model,
                 sessions[n],
                 followers[n],
-                strings[model, n],
+                facts[model, n],
                 {kind: timed[model, n, kind] for kind in SIZE_MEASURES},
                 tools=tools,
                 config=config,

@@ -12,6 +12,7 @@ import functools
 import gc
 import json
 import logging
+import random
 import statistics
 import time
 import tracemalloc
@@ -35,6 +36,7 @@ __all__ = [
     "message_strings",
     "profile",
     "repeat",
+    "text_strings",
     "tiktoken_pass",
     "tools_json",
     "trim",
@@ -86,6 +88,20 @@ def _content_strings(content: object) -> Iterator[str]:
                     yield part["text"]
             elif isinstance(part, str):
                 yield part
+
+
+def text_strings(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The message text the issue's floor tokenizes: content text (parts) and each tool call's
+    function name and arguments."""
+    out: list[str] = []
+    for message in messages:
+        out.extend(_content_strings(message.get("content")))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            for key in ("name", "arguments"):
+                if isinstance(function.get(key), str):
+                    out.append(function[key])
+    return [s for s in out if s]
 
 
 def message_strings(messages: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -157,10 +173,15 @@ def interleave(measures: Mapping[K, Measure], *, reps: int) -> dict[K, list[floa
 
     Interleaving spreads any load from other processes evenly over the measures, so their ratios
     (govern cold over the tiktoken pass, warm over cold, 1,600 messages over 400) stay meaningful
-    on a shared machine even when absolute times are inflated."""
+    on a shared machine even when absolute times are inflated. The order is shuffled every round
+    (seeded, so reproducible): whatever runs right after a big measure finds the CPU caches cold,
+    and no measure should always be the one that pays for it."""
     times: dict[K, list[float]] = {key: [] for key in measures}
+    keys = list(measures)
     for round_ in range(reps + 1):
-        for key, measure in measures.items():
+        random.Random(f"bench.speed:{round_}").shuffle(keys)
+        for key in keys:
+            measure = measures[key]
             arg = measure.setup() if measure.setup is not None else None
             gc.collect()
             start = time.perf_counter()

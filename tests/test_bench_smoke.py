@@ -35,12 +35,12 @@ def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[
     for text in (
         "Command: `python bench/run.py --quick",
         "CPUs",
-        "| tiktoken pass over all text (floor) |",
+        "| tiktoken pass over message text (floor: content, function names and arguments) |",
         "cold / tiktoken pass (target ≤ 1.2)",
         "warm / cold (target ≤ 0.1)",
         "4x history, cold (12 → 48 msgs",
         "trim_messages / govern() cold (12 msgs",
-        "| messages | tokens | kept | tiktoken pass | cold | warm |",
+        "| messages | tokens | kept | tiktoken pass | tiktoken, all strings | cold | warm |",
         "Bounded: the 1,000-entry cache never held more than",
     ):
         assert text in out
@@ -49,7 +49,9 @@ def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[
     assert set(data["models"]) == {"openai/gpt-4o", "zai/glm-4.6"}
     for model in data["models"].values():
         assert [row["messages"] for row in model["sizes"]] == [12, 48]
-        assert all(row["cold_s"] > 0 and row["warm_s"] > 0 and row["tiktoken_s"] > 0 for row in model["sizes"])
+        assert all(
+            row[key] > 0 for row in model["sizes"] for key in ("tiktoken_s", "tiktoken_all_s", "cold_s", "warm_s")
+        )
         assert model["growth"]["cold_s"][0]["from"] == 12
         assert model["trim"][0]["govern_pairing_errors"] == 0
     small = data["memory"]["small"]

@@ -195,8 +195,13 @@ def test_nothing_lost_when_it_fits(messages: Messages) -> None:
         out = govern(messages, model=model, config=config)
         texts_out = "\x00".join(text_of(m.get("content")) for m in out.messages)
         end = len(messages)
-        while model != "openai/gpt-4o" and end and messages[end - 1]["role"] in ("assistant", "system"):
-            end -= 1  # trailing assistant messages (prefill; system ones aside) are dropped for strict providers
+        if model != "openai/gpt-4o":  # strict: trailing assistant messages (prefill) are dropped, so
+            # only those followed by a user message or a tool-calling turn must survive.
+            while end and not (
+                messages[end - 1]["role"] == "user"
+                or (messages[end - 1]["role"] == "assistant" and messages[end - 1].get("tool_calls"))
+            ):
+                end -= 1
         kept = [m for m in messages if m["role"] in ("user", "system")] + [
             m for m in messages[:end] if m["role"] == "assistant"
         ]

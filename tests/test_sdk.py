@@ -100,15 +100,29 @@ def test_report_reaches_the_logging_payload(hooked: GovernanceHook, upstream: Re
 
     litellm.callbacks = [hooked, Sink()]
 
+    marker = {"test": "report-reaches-the-logging-payload"}
+
+    def ours() -> list[dict[str, Any]]:
+        # Logging is asynchronous: other tests' late records can arrive here too.
+        return [
+            m["spend_logs_metadata"] for m in seen if (m.get("spend_logs_metadata") or {}).get("test") == marker["test"]
+        ]
+
     async def run() -> None:
-        await litellm.acompletion(model="zai/glm-4.6", api_base=upstream.base_url, api_key="x", messages=BROKEN)
+        await litellm.acompletion(
+            model="zai/glm-4.6",
+            api_base=upstream.base_url,
+            api_key="x",
+            messages=BROKEN,
+            metadata={"spend_logs_metadata": dict(marker)},
+        )
         for _ in range(100):
-            if seen:
+            if ours():
                 return
             await asyncio.sleep(0.05)
 
     asyncio.run(run())
-    report = seen[0]["spend_logs_metadata"]["governance"]
+    report = ours()[0]["governance"]
     assert report["profile"] == "strict" and report["steps"]["orphans_dropped"] == 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -99,19 +100,21 @@ class GovernanceConfig:
         if self.compact_batch is not None:
             _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
         if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
-            raise ConfigError(f"snip_watermark must be a number, got {self.snip_watermark!r}")
+            raise ConfigError(f"snip_watermark must be a number, got {short_repr(self.snip_watermark)}")
         if not 0.1 <= self.snip_watermark <= 1.0:
-            raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {self.snip_watermark}")
+            raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {short_repr(self.snip_watermark)}")
         _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
         for name in ("cache_stable", "respect_cache_control", "fail_closed", "allow_request_overrides", "enabled"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise ConfigError(f"{name} must be true or false, got {short_repr(getattr(self, name))}")
         object.__setattr__(self, "compactable_tools", _tool_set(self.compactable_tools))
         if self.profile is not None:
             from ._profiles import PROFILES
 
             if self.profile not in PROFILES:
-                raise ConfigError(f"profile must be one of {', '.join(sorted(PROFILES))} or None, got {self.profile!r}")
+                raise ConfigError(
+                    f"profile must be one of {', '.join(sorted(PROFILES))} or None, got {short_repr(self.profile)}"
+                )
 
     def replace(self, **changes: object) -> GovernanceConfig:
         """A copy with some fields changed (validated like a new config)."""
@@ -146,27 +149,35 @@ class GovernanceConfig:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(GovernanceConfig))
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxdict = 5
+
+
+def short_repr(value: object) -> str:
+    """A repr short enough for an error message, whatever the value (values may come from clients)."""
+    return _REPR.repr(value)
 
 
 def _unknown_message(unknown: Iterable[str]) -> str:
-    names = ", ".join(repr(n) for n in sorted(unknown))
+    names = ", ".join(short_repr(n) for n in sorted(map(str, unknown))[:10])
     return f"unknown governance option(s) {names}; known options: {', '.join(sorted(_FIELD_NAMES))}"
 
 
 def _check_int(name: str, value: object, *, minimum: int, maximum: int = _MAX_TOKENS) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
+        raise ConfigError(f"{name} must be an integer, got {short_repr(value)}")
     if not minimum <= value <= maximum:
-        raise ConfigError(f"{name} must be between {minimum} and {maximum}, got {value}")
+        raise ConfigError(f"{name} must be between {minimum} and {maximum}, got {short_repr(value)}")
 
 
 def _tool_set(value: object) -> frozenset[str] | Literal["*"]:
     if value == "*":
         return "*"
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise ConfigError(f'compactable_tools must be a list of tool names or "*", got {value!r}')
+        raise ConfigError(f'compactable_tools must be a list of tool names or "*", got {short_repr(value)}')
     names = frozenset(value)
     bad = [n for n in names if not isinstance(n, str) or not n]
     if bad:
-        raise ConfigError(f"compactable_tools must hold non-empty tool names, got {bad[0]!r}")
+        raise ConfigError(f"compactable_tools must hold non-empty tool names, got {short_repr(bad[0])}")
     return names

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -47,6 +47,15 @@ class Context:
         # The message object is kept alive with its count, so its id cannot be reused meanwhile.
         self._memo[key] = (message, count)
         return count
+
+    def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
+        """Size above which a single result is compacted whatever its age: half the room the
+        budget leaves for history (None without a budget). It cannot share the request with
+        anything else, and cutting everything else for it would lose the task."""
+        if self.budget is None:
+            return None
+        fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if m.get("role") in ("system", "developer"))
+        return max(0, self.budget - fixed) // 2
 
     def synthetic_user_tokens(self) -> int:
         return self.tokens(_SYNTHETIC_USER)

@@ -53,7 +53,8 @@ def role(message: Mapping[str, Any]) -> object:
 
 
 def is_system(message: Mapping[str, Any]) -> bool:
-    return message.get("role") in SYSTEM_ROLES
+    role = message.get("role")
+    return isinstance(role, str) and role in SYSTEM_ROLES
 
 
 def tool_calls(message: Mapping[str, Any]) -> list[Any]:
@@ -125,7 +126,9 @@ def _as_parts(content: object) -> list[Any]:
         return list(content)
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    return [{"type": "text", "text": str(content)}]
+    if isinstance(content, Mapping):
+        return [content]  # a lone part: kept as it is
+    return [{"type": "text", "text": str(content) if isinstance(content, (int, float, bool)) else repr(type(content))}]
 
 
 def merge_content(first: object, second: object) -> object:

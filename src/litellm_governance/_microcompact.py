@@ -1,7 +1,8 @@
 """Step: replace old results of compactable tools with a one-line stub.
 
 The newest ``keep_recent`` results of compactable tools that are at least ``min_chars`` long stay
-whole; older ones become ``[<tool> result omitted from context]``. The tool's name comes from the
+whole; older ones become ``[<tool> result omitted from context]``. A result too big to share the
+budget with anything else (over half the room for history) is compacted whatever its age. The tool's name comes from the
 result's ``name`` or, as OpenAI-format results usually lack it, from the call it answers.
 
 With ``compact_batch`` > 1, results are compacted ``compact_batch`` at a time, counted from the
@@ -89,12 +90,18 @@ class Microcompact:
         candidates, protected = compactable_results(messages, ctx)
         if protected and len(candidates) + protected > keep_recent:
             ctx.counts["compaction_skipped_for_cache"] += min(protected, len(candidates) + protected - keep_recent)
-        excess = len(candidates) - keep_recent
+        excess = max(0, len(candidates) - keep_recent)
         excess -= excess % batch
-        if excess <= 0:
+        limit = ctx.oversized(messages)
+        chosen = [
+            (index, name)
+            for ordinal, (index, name) in enumerate(candidates)
+            if ordinal < excess or (limit is not None and ctx.tokens(messages[index]) > limit)
+        ]
+        if not chosen:
             return messages
         out = list(messages)
-        for index, name in candidates[:excess]:
+        for index, name in chosen:
             out[index] = compact(messages[index], name)
-        ctx.counts["compacted"] += excess
+        ctx.counts["compacted"] += len(chosen)
         return out

@@ -61,7 +61,7 @@ def split_provider(model: str, provider: str | None = None) -> tuple[str, str]:
         return provider, rest if prefix == provider and rest else model
     if rest and prefix in _KNOWN_PREFIXES:
         return prefix, rest
-    litellm = _litellm()
+    litellm = import_litellm()
     try:
         bare, found, _, _ = litellm.get_llm_provider(model=model)
     except Exception:  # noqa: BLE001 - LiteLLM raises several types for unknown models
@@ -111,9 +111,10 @@ def _positive_int(value: object) -> int | None:
     return value
 
 
-def _litellm() -> Any:
+def import_litellm() -> Any:
+    """LiteLLM, imported with its bundled model map (it otherwise fetches one from GitHub, with
+    retries, on first use) unless the process imported it already or chose otherwise."""
     if "litellm" not in sys.modules:
-        # LiteLLM otherwise fetches its model map from GitHub at import, with retries.
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -124,7 +125,7 @@ def _litellm() -> Any:
 def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bool]:
     """(max_input_tokens, supports_assistant_prefill) from LiteLLM's model map, trying the names
     LiteLLM may know the model under (``get_model_info`` rejects many prefixed names)."""
-    litellm = _litellm()
+    litellm = import_litellm()
     names = [model, bare]
     if provider:
         names.append(f"{provider}/{bare}")

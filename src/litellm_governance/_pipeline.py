@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +82,7 @@ def govern(
     max_output_tokens: int | None = None,
     config: GovernanceConfig | None = None,
     provider: str | None = None,
-    model_info: dict[str, Any] | None = None,
+    model_info: Mapping[str, Any] | None = None,
 ) -> GovernanceResult:
     """Fit `messages` to `model`'s budget and its provider's rules. Never mutates the input.
 
@@ -95,6 +95,10 @@ def govern(
         raise InvalidRequestError(f"config must be a GovernanceConfig, got {type(config).__name__}")
     if not isinstance(model, str) or not model:
         raise InvalidRequestError(f"model must be a non-empty LiteLLM model string, got {model!r}")
+    if provider is not None and (not isinstance(provider, str) or not provider):
+        raise InvalidRequestError(f"provider must be a LiteLLM provider string or None, got {type(provider).__name__}")
+    if model_info is not None and not isinstance(model_info, Mapping):
+        raise InvalidRequestError(f"model_info must be a mapping or None, got {type(model_info).__name__}")
     original = validate_messages(messages)
     tool_list = validate_tools(tools)
     if max_output_tokens is None:

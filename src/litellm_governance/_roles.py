@@ -2,7 +2,7 @@
 
 In order, each rule as the profile asks:
 
-1. Empty content: ``null`` content becomes ``""`` on user, system and tool messages; an
+1. Empty content: missing or ``null`` content becomes ``""`` on user, system and tool messages; an
    assistant message with no content and no tool calls carries nothing and is dropped.
 2. Merge consecutive user→user and assistant→assistant messages, losing nothing: strings are
    joined by a blank line, multimodal parts concatenated, tool calls kept (Nanobot keeps only one
@@ -50,7 +50,7 @@ def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
     for index, message in enumerate(messages):
         role = message.get("role")
         replacement: Message | None = message
-        if role in _NULL_TO_EMPTY and message.get("content", "") is None:
+        if isinstance(role, str) and role in _NULL_TO_EMPTY and message.get("content") is None:
             replacement = {**message, "content": ""}
             ctx.counts["null_content_filled"] += 1
         elif role == "assistant" and not message.get("tool_calls") and is_empty_content(message.get("content")):

@@ -89,9 +89,15 @@ class StableShrink:
             current[unit] -= saving[ordinal]
             return saving[ordinal] if unit >= cut else 0
 
+        limit = ctx.oversized(messages)
         for step in range(len(layout.units)):
             tail += current[step]
-            whole.extend(arriving.get(step, ()))
+            for ordinal in arriving.get(step, ()):
+                whole.append(ordinal)
+                if limit is not None and ctx.tokens(messages[candidates[ordinal][0]]) > limit:
+                    whole.pop()
+                    whole.appendleft(ordinal)  # too big to keep whole at all: compacted on arrival
+                    tail -= compact_oldest()
             while len(whole) >= keep + batch:
                 for _ in range(batch):
                     tail -= compact_oldest()

@@ -48,9 +48,9 @@ REPLY_PRIMING: Final = 3
 #: Tokens counted per image part (a high-detail 1024x1024 image costs 765 with OpenAI and about
 #: 1,400 with Claude at 1.15 megapixels; this is the conservative middle after the profile ratio).
 IMAGE_TOKENS: Final = 1_200
-# Texts shorter than this are cached under themselves; longer ones under a 16-byte digest, so
-# the cache never holds message content of any size and its memory stays bounded per entry.
-_SHORT_TEXT: Final = 64
+# Long texts are tokenized in slices of this many characters: tiktoken's o200k pattern panics on
+# runs of several hundred thousand blanks. A cut between slices can add a token, never lose one.
+_CHUNK: Final = 100_000
 
 
 def encoding_for_model(model: str) -> str:
@@ -110,7 +110,7 @@ class TokenCache:
 
     def __init__(self, max_entries: int = 65_536) -> None:
         self.max_entries = max_entries
-        self._counts: OrderedDict[object, int] = OrderedDict()
+        self._counts: OrderedDict[tuple[str, bytes], int] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -118,7 +118,7 @@ class TokenCache:
     def __len__(self) -> int:
         return len(self._counts)
 
-    def get(self, key: object) -> int | None:
+    def get(self, key: tuple[str, bytes]) -> int | None:
         with self._lock:
             count = self._counts.get(key)
             if count is None:
@@ -128,7 +128,7 @@ class TokenCache:
             self.hits += 1
             return count
 
-    def put(self, key: object, count: int) -> None:
+    def put(self, key: tuple[str, bytes], count: int) -> None:
         if self.max_entries <= 0:
             return
         with self._lock:
@@ -155,19 +155,24 @@ class TokenCounter:
         """Tokens in `text` (cached by content)."""
         if not text:
             return 0
-        key: object
-        if len(text) < _SHORT_TEXT:
-            key = (self.encoding_name, text)
-        else:
-            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-            key = (self.encoding_name, digest)
+        # Keyed by digest: the cache never holds message content, and its entries have one size.
+        key = (self.encoding_name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
         count = self._cache.get(key)
         if count is None:
-            if self._encoding is None:
-                self._encoding = get_encoding(self.encoding_name)
-            count = len(self._encoding.encode_ordinary(text))
+            count = sum(self._encode(text[i : i + _CHUNK]) for i in range(0, len(text), _CHUNK))
             self._cache.put(key, count)
         return count
+
+    def _encode(self, text: str) -> int:
+        if self._encoding is None:
+            self._encoding = get_encoding(self.encoding_name)
+        try:
+            return len(self._encoding.encode_ordinary(text))
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException:  # noqa: BLE001 - tiktoken's Rust panics are BaseExceptions, not Exceptions
+            # Every token is at least one byte: the byte count never undercounts.
+            return len(text.encode("utf-8", "surrogatepass"))
 
     def content(self, content: object) -> int:
         """Tokens in a message's `content`: a string, a list of parts, or any other JSON value."""
@@ -186,8 +191,10 @@ class TokenCounter:
                         total += IMAGE_TOKENS
                     else:
                         total += self.text(_json(part))
+                elif isinstance(part, str):
+                    total += self.text(part)
                 else:
-                    total += self.content(part)
+                    total += self.text(_json(part))  # not recursion: content may nest without limit
             return total
         return self.text(_json(content))
 
@@ -235,4 +242,25 @@ def _json(value: object) -> str:
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
     except (TypeError, ValueError, RecursionError):
-        return f"<{type(value).__name__}>"
+        return _flatten(value)
+
+
+def _flatten(value: object) -> str:
+    """Every key and scalar in `value`, without recursion (for nesting too deep for json)."""
+    parts: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            parts.append("{}")
+            for key, inner in item.items():
+                parts.append(str(key) if isinstance(key, (str, int, float, bool)) else "?")
+                stack.append(inner)
+        elif isinstance(item, (list, tuple)):
+            parts.append("[]")
+            stack.extend(item)
+        elif isinstance(item, str):
+            parts.append(item)
+        else:
+            parts.append(str(item) if isinstance(item, (int, float, bool)) or item is None else "?")
+    return " ".join(parts)

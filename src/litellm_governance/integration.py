@@ -23,6 +23,8 @@ unless the operator set ``fail_closed``, in which case the client gets a 400.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import traceback
 from collections.abc import Mapping
@@ -30,15 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import litellm
-from litellm.exceptions import BadRequestError
-from litellm.integrations.custom_logger import CustomLogger
+from ._models import import_litellm
 
-from ._config import GovernanceConfig
-from ._errors import ConfigError, InvalidRequestError
-from ._models import resolve_model
-from ._pipeline import govern
-from ._report import GovernanceReport
+litellm = import_litellm()  # with LiteLLM's bundled model map, unless the process chose otherwise
+
+from litellm.exceptions import BadRequestError  # noqa: E402
+from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
+
+from ._config import GovernanceConfig, short_repr  # noqa: E402
+from ._errors import ConfigError, InvalidRequestError  # noqa: E402
+from ._models import resolve_model  # noqa: E402
+from ._pipeline import govern  # noqa: E402
+from ._report import GovernanceReport  # noqa: E402
 
 __all__ = [
     "HEADER",
@@ -72,6 +77,8 @@ _OVERRIDABLE: Final = frozenset(
         "profile",
     }
 )
+# Requests with more text than this are governed in a worker thread (tokenizing ~1 MB takes ~0.1 s).
+_OFF_LOOP_CHARS: Final = 500_000
 # Private state in the request metadata (LiteLLM's logging payload does not keep it): what the
 # last pass governed, so an identical second pass is skipped, and the pre-call pass's report.
 _STATE_KEY: Final = "_governance_state"
@@ -191,13 +198,13 @@ class GovernanceHook(CustomLogger):
         """Proxy, before routing: fit chat requests to their model group."""
         if str(getattr(call_type, "value", call_type)) not in _CHAT_CALLS:
             return None
-        return self._govern(data, "pre_call", lambda: self._group_target(data.get("model")))
+        return await self._govern(data, "pre_call", lambda: self._group_target(data.get("model")))
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
         if str(getattr(call_type, "value", call_type)) not in _CHAT_CALLS:
             return None
-        return self._govern(kwargs, "deployment", lambda: _deployment_target(kwargs))
+        return await self._govern(kwargs, "deployment", lambda: _deployment_target(kwargs))
 
     async def async_post_call_response_headers_hook(
         self,
@@ -214,7 +221,7 @@ class GovernanceHook(CustomLogger):
 
     # ---- the work ------------------------------------------------------------------------
 
-    def _govern(self, request: dict[str, Any], stage: str, target_of: Any) -> dict[str, Any] | None:
+    async def _govern(self, request: dict[str, Any], stage: str, target_of: Any) -> dict[str, Any] | None:
         try:
             config = self.config
         except ConfigError as exc:
@@ -222,6 +229,12 @@ class GovernanceHook(CustomLogger):
             return None
         if not config.enabled:
             return None
+        metadata = request.get("metadata")
+        state = metadata.get(_STATE_KEY) if isinstance(metadata, dict) else None
+        # Only the proxy runs two passes; only there is the pass state kept (in the proxy's own
+        # request dict). The report itself is plain JSON, written into the request's metadata,
+        # which LiteLLM's logging payload reads (LiteLLM writes its own keys there too).
+        in_proxy = stage == "pre_call" or isinstance(state, _PassState)
         try:
             config, client_window, notes = self._request_config(config, request)
             if not config.enabled:
@@ -230,43 +243,46 @@ class GovernanceHook(CustomLogger):
             if client_window is not None:
                 config = self._bounded_window(config, client_window, target)
             messages = request.get("messages")
-            metadata = request.get("metadata")
-            state = metadata.get(_STATE_KEY) if isinstance(metadata, dict) else None
             if isinstance(state, _PassState) and state.matches(messages, target, config):
                 return None  # the proxy's pre-call pass already fitted these messages to this target
-            governed = govern_request(
+            run = functools.partial(
+                govern_request,
                 request,
                 config=config,
                 model=target.model,
                 provider=target.provider,
                 model_info=target.model_info,
             )
+            # Big requests are governed off the event loop, so other requests are not held up.
+            governed = await asyncio.to_thread(run) if _approximate_chars(messages) > _OFF_LOOP_CHARS else run()
         except InvalidRequestError as exc:
             self._failed(request, stage, exc, fail_closed=config.fail_closed, client_error=True)
             return None
-        except Exception as exc:  # noqa: BLE001 - fail-open is the contract: never break the request
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - fail-open is the contract (and Rust panics are BaseExceptions)
             self._failed(request, stage, exc, fail_closed=config.fail_closed)
             return None
 
         report = _with_notes(governed.report, notes) if notes else governed.report
         _log_report(report, stage)
-        updated = request
-        if report.changed:
-            updated = dict(request)
-            updated["messages"] = governed.request["messages"]
         # The pre-call pass's report stays the start of the story: a deployment pass (again on each
         # fallback) runs on the pre-call output, and the report covers both.
         first = state.pre_call_report if isinstance(state, _PassState) and stage == "deployment" else None
         combined = first.then(report) if first is not None else report
-        _record(updated, combined, stage)
-        if isinstance(updated.get("metadata"), dict):
+        _record(request, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
+        updated = request
+        if report.changed:
+            updated = dict(request)
+            updated["messages"] = governed.request["messages"]
+        if in_proxy and isinstance(updated.get("metadata"), dict):
             updated["metadata"][_STATE_KEY] = _PassState(
                 messages_id=id(updated.get("messages")),
                 target_key=target.key(),
                 config=config,
                 pre_call_report=report if stage == "pre_call" else first,
             )
-        return updated if report.changed else None
+        return updated if updated is not request else None
 
     def _request_config(
         self, config: GovernanceConfig, request: Mapping[str, Any]
@@ -286,11 +302,15 @@ class GovernanceHook(CustomLogger):
             return config, None, ["per-request overrides ignored: metadata.governance must be an object"]
         changes = dict(overrides)
         if "disable" in changes:
-            changes["enabled"] = not changes.pop("disable")
+            disable = changes.pop("disable")
+            if not isinstance(disable, bool):
+                return config, None, ["per-request overrides ignored: disable must be true or false"]
+            changes["enabled"] = not disable
         window = changes.pop("context_window_tokens", None)
         unknown = sorted(map(str, set(changes) - _OVERRIDABLE))
         if unknown:
-            return config, None, [f"per-request overrides ignored: not overridable: {', '.join(unknown)}"]
+            names = ", ".join(short_repr(name) for name in unknown[:5])
+            return config, None, [f"per-request overrides ignored: not overridable: {names}"]
         try:
             updated = config.replace(**changes)
             if window is not None:
@@ -333,13 +353,14 @@ class GovernanceHook(CustomLogger):
 
     def _failed(
         self,
-        request: Mapping[str, Any],
+        request: dict[str, Any],
         stage: str,
-        exc: Exception,
+        exc: BaseException,
         *,
         fail_closed: bool,
         client_error: bool = False,
     ) -> None:
+        """Fail closed (raise a 400), or log once and let the request through with a note."""
         where = _where(exc)
         if fail_closed:
             model = request.get("model")
@@ -353,8 +374,6 @@ class GovernanceHook(CustomLogger):
                 llm_provider="litellm_governance",
             ) from exc
         kind = "not a governable chat request" if client_error else "internal error"
-        if isinstance(request, dict):
-            _record_failure(request, exc, where, stage)
         signature = f"{type(exc).__name__}:{where}"
         level = logging.WARNING if signature not in self._failures_logged else logging.DEBUG
         self._failures_logged.add(signature)
@@ -366,6 +385,17 @@ class GovernanceHook(CustomLogger):
             type(exc).__name__,
             where,
             stage,
+        )
+        _record(
+            request,
+            {
+                "skipped": True,
+                "error": type(exc).__name__,
+                "where": where,
+                "stage": stage,
+                "changed": False,
+                "summary": f"skipped ({type(exc).__name__})",
+            },
         )
 
 
@@ -423,24 +453,18 @@ def _report_slot(request: dict[str, Any], *, create: bool) -> dict[str, Any] | N
     return report if isinstance(report, dict) else None
 
 
-def _record(request: dict[str, Any], report: GovernanceReport, stage: str) -> None:
-    """Put the report where LiteLLM's logging payload (and the proxy's header hook) find it."""
+def _record(request: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Put `entry` at metadata.spend_logs_metadata.governance, where LiteLLM's standard logging
+    payload (every logging integration) and the proxy's header hook find it."""
     spend = _spend_logs(request, create=True)
     if spend is not None:
-        spend[REPORT_KEY] = {**report.to_dict(), "summary": report.summary(), "stage": stage}
+        spend[REPORT_KEY] = entry
 
 
-def _record_failure(request: dict[str, Any], exc: Exception, where: str, stage: str) -> None:
-    spend = _spend_logs(request, create=True)
-    if spend is not None:
-        spend[REPORT_KEY] = {
-            "skipped": True,
-            "error": type(exc).__name__,
-            "where": where,
-            "stage": stage,
-            "changed": False,
-            "summary": f"skipped ({type(exc).__name__})",
-        }
+def _approximate_chars(messages: object) -> int:
+    if not isinstance(messages, list):
+        return 0
+    return sum(len(m["content"]) for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str))
 
 
 def _with_notes(report: GovernanceReport, notes: list[str]) -> GovernanceReport:

@@ -456,6 +456,8 @@ class _Server(ThreadingHTTPServer):
     """A threading HTTP server carrying the shared :class:`_State`."""
 
     daemon_threads = True
+    # socketserver's default backlog (5) resets connections when a proxy sends hundreds at once.
+    request_queue_size = 1024
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], state: _State) -> None:

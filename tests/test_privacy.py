@@ -1,0 +1,291 @@
+"""Privacy (SPEC §3 "never message content", issue #5): no log record the plugin causes, at any level,
+quotes a message. Every field of the conversations below carries a unique marker; every path is
+run (govern, both request hooks, the header hook, the sync entry point, fail-open, fail-closed,
+malformed requests) with logging captured at DEBUG, and no marker may appear in any record.
+
+The last test does the same against a real proxy process and its log file. LiteLLM's own loggers
+quote requests at DEBUG by design; what is checked there is every line that mentions governance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from litellm_governance import GovernanceConfig, GovernanceHook, InvalidRequestError, govern
+from litellm_governance.testing import RecordingUpstream
+
+# The e2e fixtures, for the proxy-log test (pytest registers fixtures imported into a test module).
+from .e2e.conftest import GOVERNANCE_CALLBACK, ProxyFactory, model_entry, proxy_factory, upstream
+
+__all__ = ["proxy_factory", "upstream"]  # fixtures, used by name
+
+MARK = "PRIVMARK"
+MARKER = re.compile(MARK + r"[0-9a-z_-]*")
+MODELS = ["openai/gpt-4o", "anthropic/claude-opus-4-6", "gemini/gemini-2.5-pro", "zai/glm-4.6"]
+LOGGERS = ["litellm_governance", "LiteLLM", "LiteLLM Proxy", "LiteLLM Router", "litellm"]
+
+
+def secret(field: str, tag: str = "") -> str:
+    return f"{MARK}-{field}{tag}"
+
+
+def marked_conversation(tag: str = "") -> list[dict[str, Any]]:
+    """A damaged agent conversation with a marker in every field a message can carry: system, user
+    (text and parts), names, assistant text, call ids, function names and arguments, results, orphan
+    and duplicate results, unknown roles. Governing it compacts, snips, backfills, merges, drops and
+    renames, so every step touches marked data."""
+
+    def s(field: str) -> str:
+        return secret(field, tag)
+
+    def read(ident: str, name: str = "read_file") -> dict[str, Any]:
+        arguments = json.dumps({"path": s("path-" + ident)})
+        return {"id": s(ident), "type": "function", "function": {"name": name, "arguments": arguments}}
+
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": s("system")},
+        {"role": "developer", "content": [{"type": "text", "text": s("developer")}]},
+        {"role": "user", "content": s("task"), "name": s("username")},
+        {"role": "user", "content": [{"type": "text", "text": s("part")}, {"type": "text", "text": s("part2")}]},
+    ]
+    for i in range(12):
+        messages.append({"role": "assistant", "content": s(f"thinking{i}"), "tool_calls": [read(f"call{i}")]})
+        messages.append({"role": "tool", "tool_call_id": s(f"call{i}"), "content": s(f"result{i}") * 60})
+    messages += [
+        {"role": "assistant", "content": None, "tool_calls": [read("dup", s("fname")), read("lost")]},
+        {"role": "tool", "tool_call_id": s("dup"), "name": s("toolname"), "content": s("dup-result")},
+        {"role": "tool", "tool_call_id": s("dup"), "content": s("dup-again")},
+        {"role": "tool", "tool_call_id": s("orphan"), "content": s("orphan-result")},
+        {"role": "assistant", "content": None, "tool_calls": [read("dup")]},  # reused id: renamed for Anthropic
+        {"role": "tool", "tool_call_id": s("dup"), "content": {"data": s("json-result")}},
+        {"role": s("role"), "content": s("garbage-role")},
+        {"role": "user", "content": s("latest")},
+        {"role": "user", "content": s("latest-too")},
+        {"role": "assistant", "content": s("trailing")},
+    ]
+    return messages
+
+
+class Capture(logging.Handler):
+    """Keeps every record it sees, formatted as a handler would write it (message, args, traceback)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(pathname)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def texts(self, *, ours_only: bool = False) -> list[str]:
+        out = []
+        for record in self.records:
+            if ours_only and not (
+                record.name.startswith("litellm_governance") or "litellm_governance" in record.pathname
+            ):
+                continue
+            out.append(f"{self.format(record)} {record.args!r} {record.exc_text or ''} {record.stack_info or ''}")
+        return out
+
+
+@pytest.fixture
+def captured() -> Iterator[Capture]:
+    """Every log record, from every logger, at DEBUG and up, while the test runs."""
+    handler = Capture()
+    root = logging.getLogger()
+    levels = {name: logging.getLogger(name).level for name in ["", *LOGGERS]}
+    root.addHandler(handler)
+    for name in levels:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def leaks(texts: list[str]) -> list[str]:
+    return [t[:300] for t in texts if MARK in t]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+class TestNoContentInLogs:
+    def test_govern_on_every_profile_and_window(self, captured: Capture) -> None:
+        """govern() on a marked, damaged conversation, for every profile, tiny and large windows."""
+        messages = marked_conversation()
+        for model in MODELS:
+            for window in (300, 3_000, 1_000_000):
+                config = GovernanceConfig(context_window_tokens=window, max_output_tokens=64, keep_recent=1)
+                out = govern(messages, model=model, config=config)
+                assert out.report.changed
+                assert MARK not in json.dumps(out.report.to_dict())
+        assert leaks(captured.texts()) == []
+
+    def test_request_hooks_success_paths(self, captured: Capture) -> None:
+        """Pre-call, deployment and header hooks on governed requests (the INFO line per change)."""
+        hook = GovernanceHook(keep_recent=1)
+        for model in MODELS:
+            data = {"model": model, "messages": marked_conversation(), "metadata": {}, "user": secret("user-field")}
+            updated = run(hook.async_pre_call_hook(None, None, data, "acompletion")) or data
+            kwargs = {**updated, "metadata": {**updated["metadata"], "model_info": {"max_input_tokens": 2_000}}}
+            deployed = run(hook.async_pre_call_deployment_hook(kwargs, "acompletion")) or kwargs
+            headers = run(hook.async_post_call_response_headers_hook(deployed, None, None))
+            assert headers and MARK not in json.dumps(headers)
+            report = deployed["metadata"]["spend_logs_metadata"]["governance"]
+            assert MARK not in json.dumps(report)
+        assert any(r.name == "litellm_governance" for r in captured.records), "the INFO line was not emitted"
+        assert leaks(captured.texts()) == []
+
+    def test_fail_open_paths(self, captured: Capture) -> None:
+        """A misconfigured deployment (twice: WARNING, then DEBUG) and malformed requests let the request
+        through; their log records name the error type and code location only."""
+        hook = GovernanceHook()
+        bogus = {"governance_profile": secret("profile"), "max_input_tokens": 1_000}
+        for _ in range(2):
+            kwargs = {"model": "zai/glm-4.6", "messages": marked_conversation(), "metadata": {"model_info": bogus}}
+            assert run(hook.async_pre_call_deployment_hook(kwargs, "acompletion")) is None
+            assert MARK not in json.dumps(kwargs["metadata"]["spend_logs_metadata"], default=str)
+        malformed: list[Any] = [
+            secret("string-messages"),
+            [secret("string-element")],
+            {"role": "user", "content": secret("dict-messages")},
+            [{"role": "user", "content": secret("a")}, 5],
+        ]
+        for messages in malformed:
+            for stage in ("pre_call", "deployment"):
+                data = {"model": "openai/gpt-4o", "messages": copy.deepcopy(messages), "tools": secret("tools")}
+                if stage == "pre_call":
+                    run(hook.async_pre_call_hook(None, None, data, "completion"))
+                else:
+                    run(hook.async_pre_call_deployment_hook(data, "completion"))
+        levels = {r.levelno for r in captured.records if r.name == "litellm_governance"}
+        assert {logging.WARNING, logging.DEBUG} <= levels
+        assert leaks(captured.texts()) == []
+
+    def test_fail_closed_errors_quote_no_content(self, captured: Capture) -> None:
+        """With fail_closed, the rejection the client sees (and anything logged) holds no content either."""
+        from litellm.exceptions import BadRequestError
+
+        hook = GovernanceHook(fail_closed=True)
+        cases = [
+            {
+                "model": "zai/glm-4.6",
+                "messages": marked_conversation(),
+                "metadata": {"model_info": {"governance_profile": "x"}},
+            },
+            {"model": "zai/glm-4.6", "messages": [secret("element")]},
+            {"model": "zai/glm-4.6", "messages": secret("string")},
+        ]
+        for kwargs in cases:
+            with pytest.raises(BadRequestError) as caught:
+                run(hook.async_pre_call_deployment_hook(kwargs, "acompletion"))
+            assert "fail_closed" in str(caught.value) and MARK not in str(caught.value)
+        assert leaks(captured.texts()) == []
+
+    def test_library_errors_quote_no_content(self) -> None:
+        """InvalidRequestError says what and where, without echoing the offending value."""
+        for messages in (secret("s"), [secret("e")], [{"role": "user"}, secret("e2")], {"content": secret("d")}):
+            with pytest.raises(InvalidRequestError) as caught:
+                govern(messages, model="openai/gpt-4o")  # type: ignore[arg-type]
+            assert MARK not in str(caught.value)
+
+    def test_sync_entry_point(self, captured: Capture) -> None:
+        """integration.completion (the sync drop-in) logs its report line without content. LiteLLM's own
+        DEBUG request dumps are excluded here: only records from this package are checked."""
+        from litellm_governance.integration import completion
+
+        with RecordingUpstream() as server:
+            response = completion(
+                model="hosted_vllm/private-model",
+                api_base=server.base_url,
+                api_key="sk-fake",
+                messages=marked_conversation(),
+                config=GovernanceConfig(context_window_tokens=2_000, max_output_tokens=64),
+            )
+            assert response.choices[0].message.content
+        ours = captured.texts(ours_only=True)
+        assert any("governed" in t for t in ours)
+        assert leaks(ours) == []
+
+
+class TestNoContentRetained:
+    def test_token_cache_keeps_no_text(self) -> None:
+        """The process-wide token cache, which outlives every request, keys short texts by digest too:
+        a short secret (a password in a chat turn, a key in tool arguments) is not kept in memory."""
+        from litellm_governance._pipeline import token_cache
+
+        cache = token_cache(GovernanceConfig().token_cache_size)
+        govern(marked_conversation("-cache"), model="zai/glm-4.6")
+        keys = repr(list(cache._counts))
+        assert MARK not in keys
+
+
+# ---- the proxy's log file --------------------------------------------------------------------
+
+# Imported by the proxy before the governance hook (callbacks load in order): routes the plugin's
+# logger, at DEBUG, into the proxy log with a recognisable prefix.
+_DEBUG_LOGGING_MODULE = """
+import logging
+from litellm.integrations.custom_logger import CustomLogger
+
+_logger = logging.getLogger("litellm_governance")
+_handler = logging.StreamHandler()
+_handler.setFormatter(logging.Formatter("PLUGIN-LOG litellm_governance %(levelname)s %(message)s"))
+_logger.addHandler(_handler)
+_logger.setLevel(logging.DEBUG)
+instance = CustomLogger()
+"""
+
+
+@pytest.mark.e2e
+def test_proxy_log_has_no_content(
+    proxy_factory: ProxyFactory, upstream: RecordingUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Marked requests through a real proxy (governed, fail-open, malformed, streaming): no line of
+    the proxy log that mentions governance carries a marker."""
+    helper = tmp_path_factory.mktemp("privacy_logging")
+    (helper / "governance_debug_logging.py").write_text(_DEBUG_LOGGING_MODULE)
+    base = upstream.base_url
+    proxy = proxy_factory(
+        callbacks=["governance_debug_logging.instance", GOVERNANCE_CALLBACK],
+        model_list=[
+            model_entry("private-small", "openai/up-private", base, max_input_tokens=3_000),
+            model_entry("private-glm", "zai/glm-4.6", base, max_input_tokens=6_000),
+            model_entry("private-broken", "openai/up-private-broken", base, governance_profile=secret("profile")),
+        ],
+        callback_settings={"governance": {"keep_recent": 1}},
+        pythonpath=[str(helper)],
+    )
+    bodies: list[dict[str, Any]] = []
+    for i, model in enumerate(["private-small", "private-glm", "private-broken", "private-broken"]):
+        bodies.append({"model": model, "messages": marked_conversation(f"-r{i}"), "max_tokens": 64})
+    bodies.append({"model": "private-glm", "messages": marked_conversation("-stream"), "stream": True})
+    bodies += [
+        {"model": "private-small", "messages": secret("string-messages")},
+        {"model": "private-small", "messages": [secret("element")]},
+        {"model": "private-small", "messages": [{"role": "user", "content": secret("x")}], "tools": secret("tools")},
+    ]
+    with proxy.client() as client:
+        statuses = [client.post("/v1/chat/completions", json=body).status_code for body in bodies]
+    assert statuses[:5] == [200] * 5, proxy.log_tail()
+    markers_sent = sum(1 for body in upstream.bodies() if MARK in json.dumps(body))
+    assert markers_sent >= 5  # the requests did carry markers to the provider
+    log = Path(proxy.log_path).read_text(encoding="utf-8", errors="replace")
+    plugin_lines = [line for line in log.splitlines() if "PLUGIN-LOG" in line]
+    assert any("governance skipped" in line for line in plugin_lines), proxy.log_tail()
+    assert any("governed" in line for line in plugin_lines), proxy.log_tail()
+    governance_lines = [line for line in log.splitlines() if "governance" in line.lower()]
+    assert [MARKER.findall(line) for line in governance_lines if MARK in line] == []
