@@ -12,7 +12,6 @@ from typing import Final
 
 from ._context import Context
 from ._messages import Message, call_name, tool_calls
-from ._pairing import pair
 
 __all__ = ["BACKFILL_CONTENT", "Backfill"]
 
@@ -24,7 +23,7 @@ class Backfill:
     name = "backfill"
 
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
-        pairing = pair(messages)
+        pairing = ctx.pairing(messages)
         blocks: dict[int, list[int]] = {}
         for result_index, (owner, _) in pairing.answers.items():
             blocks.setdefault(owner, []).append(result_index)

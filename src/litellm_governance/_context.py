@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._config import GovernanceConfig
+from ._messages import Message, has_cache_control
+from ._pairing import Pairing, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
 
@@ -36,6 +38,23 @@ class Context:
     notes: list[str] = field(default_factory=list)
     over_budget: bool = False
     _memo: dict[int, tuple[Mapping[str, Any], int]] = field(default_factory=dict)
+    _pairing: tuple[object, Pairing] | None = None
+    _breakpoint: tuple[object, int] | None = None
+
+    def pairing(self, messages: list[Message]) -> Pairing:
+        """`pair(messages)`, computed once per list object (repairs that change nothing reuse it)."""
+        if self._pairing is None or self._pairing[0] is not messages:
+            self._pairing = (messages, pair(messages))
+        return self._pairing[1]
+
+    def last_breakpoint(self, messages: list[Message]) -> int:
+        """Index of the last message with a cache_control breakpoint (-1: none), once per list."""
+        if self._breakpoint is None or self._breakpoint[0] is not messages:
+            index = len(messages) - 1
+            while index >= 0 and not has_cache_control(messages[index]):
+                index -= 1
+            self._breakpoint = (messages, index)
+        return self._breakpoint[1]
 
     def tokens(self, message: Mapping[str, Any]) -> int:
         """Tokens of one message, computed once per message object in this call."""

@@ -60,25 +60,25 @@ def is_system(message: Mapping[str, Any]) -> bool:
 def tool_calls(message: Mapping[str, Any]) -> list[Any]:
     """The assistant message's tool calls ([] when absent or not a list)."""
     calls = message.get("tool_calls")
-    return calls if isinstance(calls, list) else []
+    return calls if type(calls) is list else []
 
 
 def call_id(call: object) -> str | None:
     """A tool call's id, when it is a non-empty string."""
-    if isinstance(call, Mapping):
+    if type(call) is dict or isinstance(call, Mapping):
         ident = call.get("id")
-        if isinstance(ident, str) and ident:
+        if type(ident) is str and ident:
             return ident
     return None
 
 
 def call_name(call: object) -> str | None:
     """A tool call's function name, when it is a non-empty string."""
-    if isinstance(call, Mapping):
+    if type(call) is dict or isinstance(call, Mapping):
         function = call.get("function")
-        if isinstance(function, Mapping):
+        if type(function) is dict or isinstance(function, Mapping):
             name = function.get("name")
-            if isinstance(name, str) and name:
+            if type(name) is str and name:
                 return name
     return None
 
@@ -114,8 +114,8 @@ def has_cache_control(message: Mapping[str, Any]) -> bool:
     if message.get("cache_control"):
         return True
     content = message.get("content")
-    if isinstance(content, list):
-        return any(isinstance(part, Mapping) and part.get("cache_control") for part in content)
+    if type(content) is list:
+        return any((type(part) is dict or isinstance(part, Mapping)) and part.get("cache_control") for part in content)
     return False
 
 

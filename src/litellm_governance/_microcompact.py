@@ -13,22 +13,14 @@ Results before the last ``cache_control`` breakpoint are left alone unless the b
 from __future__ import annotations
 
 from ._context import Context
-from ._messages import Message, call_id, call_name, content_chars, has_cache_control, tool_calls
+from ._messages import Message, call_id, call_name, content_chars, tool_calls
 
-__all__ = ["Microcompact", "last_breakpoint", "stub_for"]
+__all__ = ["Microcompact", "compact", "compactable_results", "stub_for"]
 
 
 def stub_for(tool_name: str) -> str:
     """The text that replaces a compacted result of `tool_name`."""
     return f"[{tool_name} result omitted from context]"
-
-
-def last_breakpoint(messages: list[Message]) -> int:
-    """Index of the last message carrying a cache_control breakpoint (-1 if none)."""
-    for index in range(len(messages) - 1, -1, -1):
-        if has_cache_control(messages[index]):
-            return index
-    return -1
 
 
 def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tuple[int, str]], int]:
@@ -39,7 +31,7 @@ def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tup
     config = ctx.config
     protected = -1
     if config.respect_cache_control and not ctx.ignore_breakpoints:
-        protected = last_breakpoint(messages)
+        protected = ctx.last_breakpoint(messages)
     names: dict[str, str] = {}
     found: list[tuple[int, str]] = []
     protected_count = 0
@@ -70,6 +62,12 @@ def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tup
     return found, protected_count
 
 
+def is_oversized(message: Message, limit: int, ctx: Context) -> bool:
+    """Whether a result costs more than `limit` tokens (a token is at least one UTF-8 byte, at
+    most four per character: most results are ruled out without counting)."""
+    return 4 * content_chars(message.get("content")) > limit and ctx.tokens(message) > limit
+
+
 def compact(message: Message, tool_name: str) -> Message:
     """A copy of the result `message` with its content replaced by the stub."""
     compacted = dict(message)
@@ -96,7 +94,7 @@ class Microcompact:
         chosen = [
             (index, name)
             for ordinal, (index, name) in enumerate(candidates)
-            if ordinal < excess or (limit is not None and ctx.tokens(messages[index]) > limit)
+            if ordinal < excess or (limit is not None and is_oversized(messages[index], limit, ctx))
         ]
         if not chosen:
             return messages

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._context import Context
 from ._messages import Message, is_empty_content
-from ._pairing import ORPHAN, is_valid_call, pair
+from ._pairing import ORPHAN, is_valid_call
 
 __all__ = ["DropOrphans"]
 
@@ -19,18 +19,19 @@ class DropOrphans:
     name = "orphans"
 
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
-        out: list[Message] | None = None
-        for index, message in enumerate(messages):
-            kept: Message | None = message
-            if message.get("role") == "assistant" and "tool_calls" in message:
-                kept = self._clean_calls(message, ctx)
-            if kept is not message and out is None:
-                out = messages[:index]
-            if out is not None and kept is not None:
-                out.append(kept)
-        current = messages if out is None else out
-
-        rejected = pair(current).rejected
+        current = messages
+        malformed = ctx.pairing(messages).malformed
+        if malformed:
+            current = []
+            start = 0
+            for index in malformed:
+                current.extend(messages[start:index])
+                cleaned = self._clean_calls(messages[index], ctx)
+                if cleaned is not None:
+                    current.append(cleaned)
+                start = index + 1
+            current.extend(messages[start:])
+        rejected = ctx.pairing(current).rejected
         if not rejected:
             return current
         for reason in rejected.values():
@@ -40,8 +41,6 @@ class DropOrphans:
     @staticmethod
     def _clean_calls(message: Message, ctx: Context) -> Message | None:
         calls = message["tool_calls"]
-        if isinstance(calls, list) and calls and all(is_valid_call(c) for c in calls):
-            return message
         valid = [c for c in calls if is_valid_call(c)] if isinstance(calls, list) else []
         dropped = len(calls) - len(valid) if isinstance(calls, list) else 1
         if calls is not None and calls != []:

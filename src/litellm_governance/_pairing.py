@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from ._messages import Message, call_id, call_name, tool_calls
+from ._messages import Message, call_id, call_name
 
 __all__ = ["Pairing", "is_valid_call", "pair"]
 
@@ -36,6 +36,8 @@ class Pairing:
     rejected: dict[int, Literal["orphan", "duplicate"]] = field(default_factory=dict)
     #: assistant message index -> positions of its valid calls that no result answers, in order
     unanswered: dict[int, list[int]] = field(default_factory=dict)
+    #: assistant messages whose ``tool_calls`` is present but not a non-empty list of valid calls
+    malformed: list[int] = field(default_factory=list)
 
 
 def pair(messages: Sequence[Message]) -> Pairing:
@@ -46,11 +48,22 @@ def pair(messages: Sequence[Message]) -> Pairing:
     for index, message in enumerate(messages):
         role = message.get("role")
         if role == "assistant":
-            for position, call in enumerate(tool_calls(message)):
+            if "tool_calls" not in message:
+                continue
+            calls = message["tool_calls"]
+            if type(calls) is not list or not calls:
+                result.malformed.append(index)
+                continue
+            clean = True
+            for position, call in enumerate(calls):
                 if is_valid_call(call):
                     ident = call["id"]
                     latest[ident] = index
                     open_slots.setdefault((index, ident), deque()).append(position)
+                else:
+                    clean = False
+            if not clean:
+                result.malformed.append(index)
         elif role == "tool":
             ident = message.get("tool_call_id")
             owner = latest.get(ident) if isinstance(ident, str) else None

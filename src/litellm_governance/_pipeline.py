@@ -36,7 +36,7 @@ from ._context import Context
 from ._errors import ConfigError, InvalidRequestError
 from ._ids import UniqueToolCallIds
 from ._messages import Message, validate_messages, validate_tools
-from ._microcompact import Microcompact, last_breakpoint
+from ._microcompact import Microcompact
 from ._models import resolve_model
 from ._orphans import DropOrphans
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
@@ -141,7 +141,7 @@ def govern(
             "over budget: even the smallest valid request (system, latest user message, newest turn) is too big"
         )
     changed = len(governed) != len(original) or any(a is not b for a, b in zip(governed, original, strict=False))
-    breakpoint_index = last_breakpoint(original)
+    breakpoint_index = ctx.last_breakpoint(original)
     prefix_rewritten = breakpoint_index >= 0 and (
         len(governed) <= breakpoint_index or any(governed[i] is not original[i] for i in range(breakpoint_index + 1))
     )
@@ -183,7 +183,7 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
 def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
     """Compact, then snip; retry with fewer scruples while the budget forces it."""
     attempts: list[tuple[int | None, bool]] = [(None, False)]
-    if ctx.config.respect_cache_control and last_breakpoint(messages) >= 0:
+    if ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0:
         attempts.append((None, True))  # compacting behind the breakpoint beats cutting it off
     attempts.append((0, True))  # compacting the newest results beats a request that cannot fit
     counts_before = ctx.counts.copy()

@@ -35,12 +35,11 @@ class Layout:
     tokens: list[int]  # tokens of each unit as it is now (after compaction)
     is_user: list[bool]
     previous_user: list[int]  # the nearest user unit before each unit (-1: none)
-    unit_of: dict[int, int]  # message index -> unit index
     fixed: int  # tool schemas, system messages, reply priming
 
     @classmethod
     def of(cls, messages: list[Message], ctx: Context) -> Layout:
-        layout = cls([], [], [], [], {}, ctx.tools_tokens + REPLY_PRIMING)
+        layout = cls([], [], [], [], ctx.tools_tokens + REPLY_PRIMING)
         index = 0
         latest_user = -1
         while index < len(messages):
@@ -61,10 +60,12 @@ class Layout:
             layout.is_user.append(user)
             if user:
                 latest_user = unit
-            for i in range(index, end):
-                layout.unit_of[i] = unit
             index = end
         return layout
+
+    def unit_index(self) -> dict[int, int]:
+        """Message index -> index of the unit holding it (system messages are in none)."""
+        return {i: unit for unit, (start, end) in enumerate(self.units) for i in range(start, end)}
 
     def cost_function(self, messages: list[Message], ctx: Context) -> Cost:
         """cost(cut, tail): tokens kept when cutting at unit `cut`, where `tail` is what the units

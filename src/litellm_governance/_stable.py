@@ -30,7 +30,7 @@ from collections import deque
 
 from ._context import Context
 from ._messages import Message
-from ._microcompact import compact, compactable_results
+from ._microcompact import compact, compactable_results, is_oversized
 from ._snip import Layout, assemble
 
 __all__ = ["PRESSURE_KEEP_RECENT", "StableShrink"]
@@ -74,9 +74,10 @@ class StableShrink:
         mid = math.floor(room * (config.snip_watermark + (1 - config.snip_watermark) / 3))
         # What compacting each candidate saves, and the candidates each unit brings.
         saving = [ctx.tokens(messages[i]) - ctx.tokens(compact(messages[i], name)) for i, name in candidates]
+        unit_of = layout.unit_index()
         arriving: dict[int, list[int]] = {}
         for ordinal, (index, _) in enumerate(candidates):
-            arriving.setdefault(layout.unit_of[index], []).append(ordinal)
+            arriving.setdefault(unit_of[index], []).append(ordinal)
         current = list(layout.tokens)  # what each unit costs at the current step of the replay
         whole: deque[int] = deque()  # candidates that arrived and are still whole, oldest first
         compacted: set[int] = set()
@@ -85,7 +86,7 @@ class StableShrink:
         def compact_oldest() -> int:
             ordinal = whole.popleft()
             compacted.add(ordinal)
-            unit = layout.unit_of[candidates[ordinal][0]]
+            unit = unit_of[candidates[ordinal][0]]
             current[unit] -= saving[ordinal]
             return saving[ordinal] if unit >= cut else 0
 
@@ -94,7 +95,7 @@ class StableShrink:
             tail += current[step]
             for ordinal in arriving.get(step, ()):
                 whole.append(ordinal)
-                if limit is not None and ctx.tokens(messages[candidates[ordinal][0]]) > limit:
+                if limit is not None and is_oversized(messages[candidates[ordinal][0]], limit, ctx):
                     whole.pop()
                     whole.appendleft(ordinal)  # too big to keep whole at all: compacted on arrival
                     tail -= compact_oldest()
@@ -119,7 +120,7 @@ class StableShrink:
                 if kept <= room and fitting is None:
                     fitting = (candidate_cut, remaining)
             cut, tail = fitting if fitting is not None else (step, current[step])
-            while whole and layout.unit_of[candidates[whole[0]][0]] < cut:
+            while whole and unit_of[candidates[whole[0]][0]] < cut:
                 whole.popleft()  # cut off: no longer counts among the whole results
 
         ctx.over_budget = cost(cut, tail) > room

@@ -15,9 +15,7 @@ import base64
 import hashlib
 import importlib.util
 import json
-import threading
 import types
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -48,6 +46,9 @@ REPLY_PRIMING: Final = 3
 #: Tokens counted per image part (a high-detail 1024x1024 image costs 765 with OpenAI and about
 #: 1,400 with Claude at 1.15 megapixels; this is the conservative middle after the profile ratio).
 IMAGE_TOKENS: Final = 1_200
+# Texts at least this long are cached by digest; shorter ones are quicker to encode than to look up.
+_CACHED_TEXT: Final = 256
+_IMAGE_PARTS: Final = frozenset({"image_url", "image", "input_image"})
 # Long texts are tokenized in slices of this many characters: tiktoken's o200k pattern panics on
 # runs of several hundred thousand blanks. A cut between slices can add a token, never lose one.
 _CHUNK: Final = 100_000
@@ -105,58 +106,70 @@ def get_encoding(name: str) -> Any:
     return tiktoken.Encoding(**offline())
 
 
+CacheKey = tuple[str, int, int]
+
+
 class TokenCache:
-    """A bounded, thread-safe LRU from text (or its digest) to its token count."""
+    """A bounded map from a content key to a token count, safe to share between threads.
+
+    Two generations instead of an LRU: reads take no lock and move nothing. New entries go to
+    the young generation; when it holds half the entries allowed, it becomes the old one and the
+    previous old one is dropped; an entry read from the old generation moves back to the young.
+    At most `max_entries` entries are ever held. A race between threads can at worst lose an
+    entry (it is counted again), never return a wrong count.
+    """
 
     def __init__(self, max_entries: int = 65_536) -> None:
         self.max_entries = max_entries
-        self._counts: OrderedDict[tuple[str, bytes], int] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self._young: dict[CacheKey, int] = {}
+        self._old: dict[CacheKey, int] = {}
 
     def __len__(self) -> int:
-        return len(self._counts)
+        return len(self._young) + len(self._old)
 
-    def get(self, key: tuple[str, bytes]) -> int | None:
-        with self._lock:
-            count = self._counts.get(key)
-            if count is None:
-                self.misses += 1
-                return None
-            self._counts.move_to_end(key)
-            self.hits += 1
-            return count
+    def get(self, key: CacheKey) -> int | None:
+        count = self._young.get(key)
+        if count is None:
+            count = self._old.get(key)
+            if count is not None:
+                self.put(key, count)
+        return count
 
-    def put(self, key: tuple[str, bytes], count: int) -> None:
-        if self.max_entries <= 0:
+    def put(self, key: CacheKey, count: int) -> None:
+        if self.max_entries < 2:
             return
-        with self._lock:
-            self._counts[key] = count
-            self._counts.move_to_end(key)
-            while len(self._counts) > self.max_entries:
-                self._counts.popitem(last=False)
+        young = self._young
+        young[key] = count
+        if len(young) >= self.max_entries // 2:
+            self._old, self._young = young, {}
 
     def clear(self) -> None:
-        with self._lock:
-            self._counts.clear()
-            self.hits = self.misses = 0
+        self._young, self._old = {}, {}
 
 
 class TokenCounter:
-    """Counts the tokens of messages and tool schemas with one encoding and a shared cache."""
+    """Counts the tokens of messages and tool schemas with one encoding and a shared cache.
+
+    A message is looked up in the cache under one digest of everything it carries, so a history
+    the cache has seen costs one hash and one lookup per message. A message not seen before is
+    counted piece by piece, long pieces through the cache too (agents repeat tool outputs).
+    """
 
     def __init__(self, encoding_name: str, cache: TokenCache) -> None:
         self.encoding_name = encoding_name
         self._cache = cache
         self._encoding: Any = None
 
+    # Keys are (encoding, length, hash), never the text: the cache holds no message content and its
+    # entries have one size. Python's string hash is SipHash under a per-process random key, so
+    # collisions cannot be aimed at, and one would only misestimate a single message's count.
+    # It costs a third of a cryptographic digest, which matters on the warm path (measured).
+
     def text(self, text: str) -> int:
-        """Tokens in `text` (cached by content)."""
-        if not text:
-            return 0
-        # Keyed by digest: the cache never holds message content, and its entries have one size.
-        key = (self.encoding_name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        """Tokens in `text` (cached by content when long enough for a lookup to beat encoding)."""
+        if len(text) < _CACHED_TEXT:
+            return self._encode(text) if text else 0
+        key = (self.encoding_name, len(text), hash(text))
         count = self._cache.get(key)
         if count is None:
             count = sum(self._encode(text[i : i + _CHUNK]) for i in range(0, len(text), _CHUNK))
@@ -176,66 +189,84 @@ class TokenCounter:
 
     def content(self, content: object) -> int:
         """Tokens in a message's `content`: a string, a list of parts, or any other JSON value."""
-        if content is None:
-            return 0
-        if isinstance(content, str):
-            return self.text(content)
-        if isinstance(content, list):
-            total = 0
-            for part in content:
-                if isinstance(part, Mapping):
-                    kind = part.get("type")
-                    if kind == "text" and isinstance(part.get("text"), str):
-                        total += self.text(part["text"])
-                    elif kind in ("image_url", "image", "input_image"):
-                        total += IMAGE_TOKENS
-                    else:
-                        total += self.text(_json(part))
-                elif isinstance(part, str):
-                    total += self.text(part)
-                else:
-                    total += self.text(_json(part))  # not recursion: content may nest without limit
-            return total
-        return self.text(_json(content))
+        pieces: list[str] = []
+        fixed = _content_pieces(content, pieces)
+        return fixed + sum(self.text(p) for p in pieces)
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls."""
-        total = MESSAGE_OVERHEAD + self.content(message.get("content"))
-        name = message.get("name")
-        if isinstance(name, str):
-            total += self.text(name) + 1
-        calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                total += self._tool_call(call)
-        tool_call_id = message.get("tool_call_id")
-        if isinstance(tool_call_id, str):
-            total += self.text(tool_call_id)
-        for key in ("reasoning_content", "thinking_blocks"):
-            extra = message.get(key)
-            if extra:
-                total += self.content(extra)
-        return total
-
-    def _tool_call(self, call: object) -> int:
-        if not isinstance(call, Mapping):
-            return self.content(call)
-        total = 4
-        ident = call.get("id")
-        if isinstance(ident, str):
-            total += self.text(ident)
-        function = call.get("function")
-        if isinstance(function, Mapping):
-            for key in ("name", "arguments"):
-                value = function.get(key)
-                total += self.text(value) if isinstance(value, str) else self.content(value)
-        return total
+        pieces: list[str] = []
+        fixed = _message_pieces(message, pieces)
+        key = (self.encoding_name, fixed + sum(map(len, pieces)), hash((fixed, *pieces)))
+        count = self._cache.get(key)
+        if count is None:
+            count = fixed + sum(self.text(p) for p in pieces)
+            self._cache.put(key, count)
+        return count
 
     def tools(self, tools: Sequence[object] | None) -> int:
         """Tokens the request's tool schemas cost."""
         if not tools:
             return 0
         return self.text(_json(list(tools))) + 8
+
+
+def _content_pieces(content: object, pieces: list[str]) -> int:
+    """Append the texts to tokenize in `content` to `pieces`; return the tokens counted as fixed."""
+    if content is None:
+        return 0
+    if type(content) is str:
+        pieces.append(content)
+        return 0
+    if isinstance(content, list):
+        fixed = 0
+        for part in content:
+            if type(part) is dict or isinstance(part, Mapping):
+                kind = part.get("type")
+                text = part.get("text")
+                if kind == "text" and type(text) is str:
+                    pieces.append(text)
+                elif kind in _IMAGE_PARTS:
+                    fixed += IMAGE_TOKENS
+                else:
+                    pieces.append(_json(part))
+            elif type(part) is str:
+                pieces.append(part)
+            else:
+                pieces.append(_json(part))  # not recursion: content may nest without limit
+        return fixed
+    pieces.append(content if isinstance(content, str) else _json(content))
+    return 0
+
+
+def _message_pieces(message: Mapping[str, Any], pieces: list[str]) -> int:
+    fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
+    name = message.get("name")
+    if type(name) is str:
+        pieces.append(name)
+        fixed += 1
+    calls = message.get("tool_calls")
+    if type(calls) is list:
+        for call in calls:
+            fixed += 4
+            if type(call) is dict or isinstance(call, Mapping):
+                ident = call.get("id")
+                if type(ident) is str:
+                    pieces.append(ident)
+                function = call.get("function")
+                if type(function) is dict or isinstance(function, Mapping):
+                    for key in ("name", "arguments"):
+                        fixed += _content_pieces(function.get(key), pieces)
+            else:
+                fixed += _content_pieces(call, pieces)
+    tool_call_id = message.get("tool_call_id")
+    if type(tool_call_id) is str:
+        pieces.append(tool_call_id)
+    for key in ("reasoning_content", "thinking_blocks"):
+        extra = message.get(key)
+        if extra:
+            fixed += _content_pieces(extra, pieces)
+    return fixed
 
 
 def _json(value: object) -> str:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from bench.sessions import make_session
-from litellm_governance import GovernanceConfig, govern, testing
+from litellm_governance import GovernanceConfig, govern
 from litellm_governance._pipeline import token_cache
 from litellm_governance.testing import RecordingUpstream
 
@@ -51,15 +51,9 @@ DEPLOYMENTS = [
 
 @pytest.fixture(scope="module")
 def busy_upstream() -> Iterator[RecordingUpstream]:
-    """A recording upstream that accepts 200 simultaneous connections. The shared one listens with
-    socketserver's default backlog of 5, and under this load resets connections (LiteLLM: 500)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(testing._Server, "request_queue_size", 1_024)
-        server = RecordingUpstream().start()
-    try:
+    """A recording upstream of this module's own, taking 200 simultaneous connections."""
+    with RecordingUpstream() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
