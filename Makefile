@@ -26,6 +26,8 @@ demo: setup
 
 bench: setup
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/cache.py
+	$(BIN)/python bench/proxy_latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .demo

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="40 rounds, one seed, two windows")
     args = parser.parse_args(argv)
-    rounds, seeds, windows = (40, (0,), (8_000, 24_000)) if args.quick else (ROUNDS, SEEDS, WINDOWS)
+    rounds, seeds, windows = (40, (0,), (16_000, 24_000)) if args.quick else (ROUNDS, SEEDS, WINDOWS)
     started = time.perf_counter()
     rows = [measure(w, mode, rounds, seeds) for w in windows for mode in ("literal", "cache_stable")]
     print(f"Prompt-cache replay: {len(seeds)} sessions x {rounds} tool rounds, {MODEL}, defaults of each mode")

@@ -13,15 +13,8 @@ assistant message. GLM rejects such a request ("code 1214: The messages paramete
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +24,7 @@ sys.path.insert(0, str(ROOT))  # for bench.sessions, the realistic agent-session
 import yaml  # noqa: E402  # installed with litellm[proxy]
 
 from bench.sessions import make_session, make_tools  # noqa: E402
-from litellm_governance.testing import RecordingUpstream  # noqa: E402
+from litellm_governance.testing import RecordingUpstream, start_proxy  # noqa: E402
 
 WINDOW = 32_768
 
@@ -77,53 +70,6 @@ def problems(messages: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_proxy(config_path: Path, log_path: Path, master_key: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "LITELLM_MASTER_KEY": master_key,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network: LiteLLM's bundled model map
-        "NO_PROXY": "127.0.0.1,localhost",
-        "PYTHONUNBUFFERED": "1",
-    }
-    command = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(config_path)]
-    process = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit("the proxy exited during start-up:\n" + log_path.read_text(errors="replace")[-3000:])
-        try:
-            with urllib.request.urlopen(base + "/health/liveliness", timeout=2):
-                return process, base
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.3)
-    process.terminate()
-    raise SystemExit("the proxy did not start within 90 s")
-
-
-def post(base: str, master_key: str, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    request = urllib.request.Request(
-        base + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {master_key}", "Content-Type": "application/json"},
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(request, timeout=120) as response:
-        return json.loads(response.read()), dict(response.headers)
-
-
 def roles(messages: list[dict[str, Any]]) -> str:
     letters = {"system": "S", "user": "U", "assistant": "A", "tool": "t"}
     return "".join(letters.get(str(m.get("role")), "?") for m in messages)
@@ -144,28 +90,22 @@ def main() -> None:
             "litellm_settings": {"callbacks": "litellm_governance.proxy_handler_instance"},
             "callback_settings": {"governance": {"keep_recent": 10}},
         }
-        config_path = Path(tmp) / "proxy_config.yaml"
-        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        log_path = Path(tmp) / "proxy.log"
-        master_key = "sk-" + secrets.token_urlsafe(24)
         print("Proxy config (the plugin is one line under litellm_settings.callbacks):")
-        print("  " + config_path.read_text().replace("\n", "\n  "))
-        print("\nStarting `litellm --config proxy_config.yaml` ...", flush=True)
-        started = time.monotonic()
-        process, base = start_proxy(config_path, log_path, master_key)
-        try:
-            print(f"Proxy live at {base} after {time.monotonic() - started:.1f} s.\n")
+        print("  " + yaml.safe_dump(config, sort_keys=False).replace("\n", "\n  "))
+        print("Starting `litellm --config proxy_config.yaml` ...", flush=True)
+        with start_proxy(config, workdir=Path(tmp)) as proxy:
+            print(f"Proxy live at {proxy.base_url} after {proxy.startup_seconds:.1f} s.\n")
             found = problems(messages)
             print(f"Sending {len(messages)} messages with {len(found)} problems GLM would reject:")
             for line in found:
                 print(f"  - {line}")
             body = {"model": "glm", "messages": messages, "tools": make_tools(), "max_tokens": 4096}
-            reply, headers = post(base, master_key, body)
+            status, headers, raw = proxy.post("/v1/chat/completions", body)
+            if status != 200:
+                raise SystemExit(f"the proxy answered {status}: {raw[:500]!r}")
+            reply = json.loads(raw)
             received = upstream.bodies()[-1]["messages"]
-        finally:
-            process.terminate()
-            process.wait(timeout=15)
-        log_lines = [line for line in log_path.read_text(errors="replace").splitlines() if "litellm_governance" in line]
+            log_lines = [line for line in proxy.log_tail(10_000).splitlines() if "litellm_governance" in line]
 
     print(f"\nThe client got: {reply['choices'][0]['message']['content']!r}")
     print(f"Response header  x-litellm-governance: {headers.get('x-litellm-governance')}")

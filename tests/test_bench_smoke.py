@@ -56,3 +56,14 @@ def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[
         assert model["trim"][0]["govern_pairing_errors"] == 0
     small = data["memory"]["small"]
     assert small["max_entries_seen"] <= small["size_limit"] == 1000
+
+
+def test_quick_cache_replay_prints_its_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/cache.py --quick runs end to end: both modes, no turn over budget."""
+    from bench import cache
+
+    assert cache.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "| window | mode | reuse |" in out
+    rows = [line for line in out.splitlines() if line.startswith("| 16k") or line.startswith("| 24k")]
+    assert len(rows) == 4 and all(row.split("|")[5].strip() == "0" for row in rows)

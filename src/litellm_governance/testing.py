@@ -1,4 +1,4 @@
-"""Test helpers: a recording, OpenAI-compatible upstream server.
+"""Test helpers: a recording, OpenAI-compatible upstream server, and a real LiteLLM proxy process.
 
 :class:`RecordingUpstream` is a tiny HTTP server bound to ``127.0.0.1`` that
 answers the OpenAI endpoints LiteLLM calls (chat completions, text
@@ -20,24 +20,46 @@ Use it as a context manager::
         assert upstream.bodies()[0]["messages"] == [...]
 
 or run it as a separate process: ``python -m litellm_governance.testing --port 8099``.
+
+:func:`start_proxy` runs ``litellm --config`` (your config, as a dict) on a free loopback port,
+offline and with a fresh master key, for end-to-end tests of a proxy configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import itertools
 import json
+import os
+import secrets
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-__all__ = ["RecordedRequest", "RecordingUpstream", "main", "serve"]
+__all__ = [
+    "ProxyProcess",
+    "ProxyStartError",
+    "RecordedRequest",
+    "RecordingUpstream",
+    "free_port",
+    "main",
+    "serve",
+    "start_proxy",
+]
 
 ReplyFn = Callable[[Mapping[str, Any]], str]
 """A function from the parsed request body to the assistant's reply text."""
@@ -588,6 +610,195 @@ class RecordingUpstream:
             for r in self.requests
             if r.path in paths and isinstance(r.body, dict) and (model is None or r.model == model)
         ]
+
+
+# ---- a real LiteLLM proxy process ----------------------------------------------------------------
+
+_PROXY_ENV_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+_DROP_ENV_VARS = ("DATABASE_URL", "DIRECT_URL", "REDIS_HOST", "REDIS_URL", "LITELLM_CONFIG_BUCKET_NAME")
+# An opener that ignores any *_PROXY environment variables.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# Every proxy started here, so none outlives this process (they run in their own session).
+_LIVE: list[ProxyProcess] = []
+
+
+@atexit.register
+def _stop_all() -> None:
+    for proxy in list(_LIVE):
+        proxy.stop(timeout=5)
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proxy_env(
+    master_key: str,
+    *,
+    pythonpath: Sequence[str | os.PathLike[str]] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment for a proxy process: offline (LiteLLM's bundled model map), no database,
+    no HTTP proxies, the given master key, ``pythonpath`` in front of ``PYTHONPATH``."""
+    env = {k: v for k, v in os.environ.items() if k not in _PROXY_ENV_VARS and k not in _DROP_ENV_VARS}
+    paths = [str(p) for p in pythonpath]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env.update(
+        {
+            "LITELLM_MASTER_KEY": master_key,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            "PYTHONPATH": os.pathsep.join(paths),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra_env or {})
+    return env
+
+
+class ProxyStartError(RuntimeError):
+    """The proxy process died or did not become live in time (the message ends with its log)."""
+
+
+@dataclass(eq=False)
+class ProxyProcess:
+    """A running ``litellm --config`` process on 127.0.0.1, started by :func:`start_proxy`."""
+
+    base_url: str
+    master_key: str
+    log_path: Path
+    config_path: Path
+    process: subprocess.Popen[bytes]
+    startup_seconds: float = 0.0
+    _log_file: Any = field(repr=False, default=None)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Authorization header for the master key."""
+        return {"Authorization": f"Bearer {self.master_key}"}
+
+    def url(self, path: str) -> str:
+        """``base_url`` joined with ``path`` (e.g. ``"/v1/chat/completions"``)."""
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+    def post(self, path: str, body: object, timeout: float = 120.0) -> tuple[int, dict[str, str], bytes]:
+        """POST JSON with the master key: (status, headers, body). Never raises for HTTP errors."""
+        request = urllib.request.Request(
+            self.url(path),
+            data=json.dumps(body).encode(),
+            headers={**self.headers, "Content-Type": "application/json"},
+        )
+        try:
+            with _OPENER.open(request, timeout=timeout) as response:
+                return int(response.status), dict(response.headers), response.read()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), dict(exc.headers), exc.read()
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last ``lines`` lines of the proxy's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the proxy (SIGTERM, then SIGKILL) and close its log."""
+        proc = self.process
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)  # its own session: see start_new_session
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=timeout)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self in _LIVE:
+            _LIVE.remove(self)
+
+    def __enter__(self) -> ProxyProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _status(url: str, timeout: float = 2.0) -> int | None:
+    try:
+        with _OPENER.open(url, timeout=timeout) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def start_proxy(
+    config: Mapping[str, Any],
+    *,
+    workdir: Path,
+    pythonpath: Sequence[str | os.PathLike[str]] = (),
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 90.0,
+    name: str = "proxy",
+) -> ProxyProcess:
+    """Start ``litellm --config`` on a free 127.0.0.1 port and wait until it is live.
+
+    ``config`` (the proxy config as a dict) is written to ``workdir`` (as JSON, which is YAML too);
+    the proxy gets a fresh random master key, no database, and LiteLLM's bundled model map.
+    Raises :class:`ProxyStartError` with the end of its log if it exits or is not live within
+    ``timeout`` seconds. Stop it with ``stop()`` or a ``with`` block.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / f"{name}_config.yaml"
+    log_path = workdir / f"{name}.log"
+    config_path.write_text(json.dumps(dict(config), indent=2))
+    master_key = "sk-" + secrets.token_urlsafe(32)
+    env = proxy_env(master_key, pythonpath=pythonpath, extra_env=extra_env)
+    last_error = ""
+    for _attempt in range(3):  # the free port can be taken between free_port() and bind: retry
+        port = free_port()
+        log_file = log_path.open("ab")
+        started = time.monotonic()
+        command = [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(config_path)]
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=str(workdir),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        proxy = ProxyProcess(f"http://127.0.0.1:{port}", master_key, log_path, config_path, process, 0.0, log_file)
+        _LIVE.append(proxy)
+        deadline = started + timeout
+        while time.monotonic() < deadline and process.poll() is None:
+            if _status(proxy.url("/health/liveliness")) == 200:
+                proxy.startup_seconds = time.monotonic() - started
+                return proxy
+            time.sleep(0.2)
+        alive = process.poll() is None
+        proxy.stop()
+        last_error = proxy.log_tail(80)
+        if alive:
+            raise ProxyStartError(f"proxy not live after {timeout:.0f}s; log tail:\n{last_error}")
+        if "address already in use" not in last_error.lower():
+            break
+    raise ProxyStartError(f"proxy process exited during start-up; log tail:\n{last_error}")
 
 
 def serve(port: int = 0, *, reply: str = RecordingUpstream.DEFAULT_REPLY, fail_models: Iterable[str] = ()) -> None:

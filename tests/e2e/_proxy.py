@@ -13,23 +13,17 @@ to the JSON-lines file named by ``$LITELLM_GOVERNANCE_E2E_PAYLOAD_LOG``.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from litellm_governance import testing
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
@@ -39,108 +33,18 @@ PAYLOAD_LOG_ENV = "LITELLM_GOVERNANCE_E2E_PAYLOAD_LOG"
 # Dotted path for ``litellm_settings.callbacks``; resolved through ``__getattr__`` below.
 PAYLOAD_SINK_CALLBACK = "_proxy.payload_sink"
 
-_PROXY_ENV_VARS = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-)
-_DROP_ENV_VARS = ("DATABASE_URL", "DIRECT_URL", "REDIS_HOST", "REDIS_URL", "LITELLM_CONFIG_BUCKET_NAME")
-
-# An opener that ignores any *_PROXY environment variables.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-# Every proxy started here, so none outlives the test process (they run in their own session).
-_LIVE: list[ProxyProcess] = []
-
-
-@atexit.register
-def _stop_all() -> None:
-    for proxy in list(_LIVE):
-        proxy.stop(timeout=5)
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _dump_yaml(config: Mapping[str, Any], path: Path) -> None:
-    import yaml  # type: ignore[import-untyped,unused-ignore]  # installed with litellm[proxy]
-
-    path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
-
-
-def proxy_env(
-    master_key: str,
-    *,
-    pythonpath: Sequence[str | os.PathLike[str]] = (),
-    extra_env: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """The environment for a proxy process: offline, no DB, no HTTP proxies."""
-    env = {k: v for k, v in os.environ.items() if k not in _PROXY_ENV_VARS and k not in _DROP_ENV_VARS}
-    paths = [str(p) for p in pythonpath] + [str(SRC_DIR), str(E2E_DIR)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env.update(
-        {
-            "LITELLM_MASTER_KEY": master_key,
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-            "PYTHONPATH": os.pathsep.join(paths),
-            "PYTHONUNBUFFERED": "1",
-            "LITELLM_LOG": env.get("LITELLM_LOG", "INFO"),
-        }
-    )
-    if extra_env:
-        env.update(extra_env)
-    return env
-
 
 @dataclass(eq=False)
-class ProxyProcess:
-    """A running LiteLLM proxy started by :func:`start_proxy`."""
+class ProxyProcess(testing.ProxyProcess):
+    """A proxy for the e2e tests: with an httpx client and the payload sink's records."""
 
-    base_url: str
-    master_key: str
-    log_path: Path
-    config_path: Path
-    payload_log: Path
-    process: subprocess.Popen[bytes]
-    startup_seconds: float
-    _log_file: Any = field(repr=False, default=None)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """Authorization header for the master key."""
-        return {"Authorization": f"Bearer {self.master_key}"}
+    payload_log: Path = field(default=Path("/nonexistent"))
 
     def client(self, timeout: float = 60.0) -> Any:
         """An ``httpx.Client`` for this proxy: base URL, master key, no env proxies. Close it (``with``)."""
         import httpx  # a LiteLLM dependency; imported lazily so the proxy-side import stays light
 
         return httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout, trust_env=False)
-
-    def url(self, path: str) -> str:
-        """``base_url`` joined with ``path`` (e.g. ``"/v1/chat/completions"``)."""
-        return self.base_url + (path if path.startswith("/") else "/" + path)
-
-    def alive(self) -> bool:
-        """Whether the process is still running."""
-        return self.process.poll() is None
-
-    def log_tail(self, lines: int = 60) -> str:
-        """The last ``lines`` lines of the proxy's log."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
 
     def payloads(self) -> list[dict[str, Any]]:
         """Records written by the payload-sink callback so far (oldest first)."""
@@ -175,37 +79,10 @@ class ProxyProcess:
         with contextlib.suppress(FileNotFoundError):
             self.payload_log.write_text("")
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Terminate the proxy (SIGTERM, then SIGKILL) and close its log."""
-        proc = self.process
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)  # its own session: see start_new_session
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=timeout)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if self in _LIVE:
-            _LIVE.remove(self)
 
-
-class ProxyStartError(RuntimeError):
-    """The proxy process died or did not become live in time."""
-
-
-def _get_status(url: str, timeout: float = 2.0) -> int | None:
-    try:
-        with _OPENER.open(url, timeout=timeout) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except (urllib.error.URLError, OSError):
-        return None
+# Every proxy started here, so the autouse fixture can clear their payload files.
+_LIVE: list[ProxyProcess] = []
+ProxyStartError = testing.ProxyStartError
 
 
 def start_proxy(
@@ -217,75 +94,27 @@ def start_proxy(
     timeout: float = 60.0,
     name: str = "proxy",
 ) -> ProxyProcess:
-    """Write ``config`` to ``workdir``, start the proxy and wait until it is live.
-
-    ``pythonpath`` entries are prepended to the proxy's ``PYTHONPATH`` (``src/``
-    and this directory are always added, so ``litellm_governance.*`` and
-    ``_proxy.payload_sink`` import). Raises :class:`ProxyStartError` with the tail
-    of the log if the process exits or is not live within ``timeout`` seconds.
-    """
-    workdir.mkdir(parents=True, exist_ok=True)
-    config_path = workdir / f"{name}_config.yaml"
-    log_path = workdir / f"{name}.log"
+    """`testing.start_proxy`, with ``src/`` and this directory importable in the proxy (for the
+    plugin and the payload sink) and the sink's file set."""
     payload_log = workdir / f"{name}_payloads.jsonl"
-    _dump_yaml(config, config_path)
-    master_key = "sk-" + secrets.token_urlsafe(32)
-    env = proxy_env(
-        master_key, pythonpath=pythonpath, extra_env={PAYLOAD_LOG_ENV: str(payload_log), **(extra_env or {})}
+    started = testing.start_proxy(
+        config,
+        workdir=workdir,
+        pythonpath=[*pythonpath, SRC_DIR, E2E_DIR],
+        extra_env={
+            PAYLOAD_LOG_ENV: str(payload_log),
+            "LITELLM_LOG": os.environ.get("LITELLM_LOG", "INFO"),
+            **(extra_env or {}),
+        },
+        timeout=timeout,
+        name=name,
     )
-
-    last_error = ""
-    for _attempt in range(3):  # the free port can be taken between free_port() and bind: retry
-        port = free_port()
-        base_url = f"http://127.0.0.1:{port}"
-        log_file = log_path.open("ab")
-        started = time.monotonic()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "litellm.proxy.proxy_cli",
-                "--config",
-                str(config_path),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            cwd=str(workdir),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        proxy = ProxyProcess(
-            base_url=base_url,
-            master_key=master_key,
-            log_path=log_path,
-            config_path=config_path,
-            payload_log=payload_log,
-            process=process,
-            startup_seconds=0.0,
-            _log_file=log_file,
-        )
-        _LIVE.append(proxy)
-        deadline = started + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                break
-            if _get_status(base_url + "/health/liveliness") == 200:
-                proxy.startup_seconds = time.monotonic() - started
-                return proxy
-            time.sleep(0.2)
-        alive = process.poll() is None
-        proxy.stop()
-        last_error = proxy.log_tail(80)
-        if alive:
-            raise ProxyStartError(f"proxy not live after {timeout:.0f}s; log tail:\n{last_error}")
-        if "address already in use" not in last_error.lower():
-            break
-    raise ProxyStartError(f"proxy process exited during start-up; log tail:\n{last_error}")
+    proxy = ProxyProcess(
+        **{f.name: getattr(started, f.name) for f in fields(testing.ProxyProcess)}, payload_log=payload_log
+    )
+    testing._LIVE[testing._LIVE.index(started)] = proxy  # stopped at exit like every proxy
+    _LIVE.append(proxy)
+    return proxy
 
 
 # --- test-only payload sink (imported inside the proxy process) -------------------

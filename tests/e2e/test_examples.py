@@ -105,3 +105,16 @@ def test_proxy_config_example(proxy_factory: ProxyFactory, upstream: RecordingUp
         assert "x-litellm-governance" in response.headers
         sent = upstream.bodies(kind="messages")[-1]["messages"]
         assert [m["role"] for m in sent] == ["user", "assistant", "user"]  # Anthropic format, after LiteLLM
+
+
+def test_proxy_latency_benchmark_runs() -> None:
+    """bench/proxy_latency.py --quick starts both proxies and prints its table (no timing is asserted)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "proxy_latency.py"), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| history | with plugin | without | added |" in done.stdout
