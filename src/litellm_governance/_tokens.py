@@ -123,6 +123,9 @@ class TokenCache:
         self.max_entries = max_entries
         self._young: dict[CacheKey, int] = {}
         self._old: dict[CacheKey, int] = {}
+        #: Lookups answered and not (approximate when threads race; for observability).
+        self.hits = 0
+        self.misses = 0
 
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
@@ -131,8 +134,11 @@ class TokenCache:
         count = self._young.get(key)
         if count is None:
             count = self._old.get(key)
-            if count is not None:
-                self.put(key, count)
+            if count is None:
+                self.misses += 1
+                return None
+            self.put(key, count)
+        self.hits += 1
         return count
 
     def put(self, key: CacheKey, count: int) -> None:
@@ -145,6 +151,7 @@ class TokenCache:
 
     def clear(self) -> None:
         self._young, self._old = {}, {}
+        self.hits = self.misses = 0
 
 
 class TokenCounter:

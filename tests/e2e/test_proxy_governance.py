@@ -121,7 +121,7 @@ def test_streaming_request_is_governed(gproxy: ProxyProcess, upstream: Recording
 def test_fallback_to_a_smaller_window_refits_the_request(gproxy: ProxyProcess, upstream: RecordingUpstream) -> None:
     """big-failing (128k) fails; the fallback deployment (8k) receives a request fitted to 8k."""
     session = make_session(60, seed=5)
-    chat(gproxy, {"model": "big-failing", "messages": session, "max_tokens": 512})
+    chat(gproxy, {"model": "big-failing", "messages": session, "max_tokens": 512, "user": "fallback-test"})
     first = sent(upstream, "up-failing")
     fallback = sent(upstream, "up-small")
     assert len(first) > len(fallback)
@@ -132,6 +132,11 @@ def test_fallback_to_a_smaller_window_refits_the_request(gproxy: ProxyProcess, u
         config=GovernanceConfig(context_window_tokens=SMALL_WINDOW),
     ).report
     assert check.tokens_after <= check.budget
+    record = gproxy.wait_for_payload(lambda r: r.get("end_user") == "fallback-test" and r.get("event") == "success")
+    assert record is not None, gproxy.log_tail()
+    report = record["metadata"]["spend_logs_metadata"]["governance"]
+    assert report["stage"] == "deployment" and report["context_window"] == SMALL_WINDOW
+    assert report["tokens_before"] > report["tokens_after"]
 
 
 def test_header_and_logging_payload_carry_the_report(gproxy: ProxyProcess, upstream: RecordingUpstream) -> None:
@@ -145,6 +150,9 @@ def test_header_and_logging_payload_carry_the_report(gproxy: ProxyProcess, upstr
     report = record["metadata"]["spend_logs_metadata"]["governance"]
     assert report["changed"] and report["steps"]["snipped"] > 0 and report["tokens_after"] <= report["budget"]
     assert report["summary"] == header
+    # One deployment: the pass after routing found the pre-call pass's work for the same target
+    # and returned at once, so the report is still the pre-call pass's.
+    assert report["stage"] == "pre_call"
     text = json.dumps(report)
     assert session[1]["content"][:40] not in text  # counts and figures, never content
 

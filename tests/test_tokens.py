@@ -1,0 +1,99 @@
+"""Token counting: tiktoken from LiteLLM's bundled files only, and the bounded count cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from litellm_governance import TokenizerUnavailableError, _tokens
+from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model, get_encoding
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("openai/gpt-4o", "o200k_base"),
+        ("gpt-4.1-mini", "o200k_base"),
+        ("openai/gpt-5", "o200k_base"),
+        ("o3-mini", "o200k_base"),
+        ("zai/glm-4.6", "cl100k_base"),
+        ("anthropic/claude-opus-4-6", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+    ],
+)
+def test_encoding_for_model(model: str, encoding: str) -> None:
+    """o200k for the GPT-4o/4.1/5 and o-series families, cl100k otherwise."""
+    assert encoding_for_model(model) == encoding
+
+
+def test_bundled_encodings_are_tiktokens_own() -> None:
+    """Encodings built from LiteLLM's files give tiktoken's known token ids."""
+    assert get_encoding("cl100k_base").encode_ordinary("hello world") == [15339, 1917]
+    assert get_encoding("o200k_base").encode_ordinary("hello world") == [24912, 2375]
+
+
+def test_a_damaged_file_is_an_error_not_a_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing or altered bundled file raises TokenizerUnavailableError; nothing is fetched."""
+    monkeypatch.setattr(_tokens, "_litellm_tokenizer_dir", lambda: tmp_path)
+    get_encoding.cache_clear()
+    try:
+        with pytest.raises(TokenizerUnavailableError, match="cannot read"):
+            get_encoding("cl100k_base")
+        (tmp_path / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4").write_bytes(b"aGVsbG8= 0\n")
+        with pytest.raises(TokenizerUnavailableError, match="damaged"):
+            get_encoding("cl100k_base")
+    finally:
+        get_encoding.cache_clear()
+
+
+class TestTokenCache:
+    def test_bounded(self) -> None:
+        """Never more entries than max_entries, however many are put."""
+        cache = TokenCache(100)
+        for i in range(1_000):
+            cache.put(("cl100k_base", i, i), i)
+            assert len(cache) <= 100
+
+    def test_recent_entries_survive(self) -> None:
+        """An entry read again stays; entries neither read nor new are the ones dropped."""
+        cache = TokenCache(10)
+        cache.put(("e", 0, 0), 7)
+        for i in range(1, 40):
+            assert cache.get(("e", 0, 0)) == 7
+            cache.put(("e", i, i), i)
+        assert cache.get(("e", 1, 1)) is None
+
+    def test_zero_size_disables(self) -> None:
+        """token_cache_size=0 caches nothing (and still counts right)."""
+        counter = TokenCounter("cl100k_base", TokenCache(0))
+        assert counter.text("hello world " * 100) == counter.text("hello world " * 100) == 201
+
+
+class TestTokenCounter:
+    def test_same_content_same_count_one_tokenization(self) -> None:
+        """A message seen before (a new object with the same content) is a cache hit."""
+        cache = TokenCache(1_000)
+        counter = TokenCounter("cl100k_base", cache)
+        message = {"role": "user", "content": "Fix the failing test in tests/test_api.py, please."}
+        first = counter.message(message)
+        hits = cache.hits
+        assert counter.message(dict(message)) == first
+        assert cache.hits == hits + 1
+
+    def test_every_part_counts(self) -> None:
+        """Content, name, tool-call ids, names and arguments, and images all add tokens."""
+        counter = TokenCounter("cl100k_base", TokenCache(1_000))
+        bare = counter.message({"role": "assistant", "content": "ok"})
+        call = {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": '{"pattern": "x"}'}}
+        assert counter.message({"role": "assistant", "content": "ok", "tool_calls": [call]}) > bare
+        assert counter.message({"role": "assistant", "content": "ok", "name": "bot"}) > bare
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+        with_image = counter.message({"role": "user", "content": [{"type": "text", "text": "ok"}, image]})
+        assert with_image >= bare + _tokens.IMAGE_TOKENS
+
+    def test_long_blank_runs_do_not_crash(self) -> None:
+        """tiktoken's o200k pattern panics on ~1M blanks: counted in slices instead."""
+        counter = TokenCounter("o200k_base", TokenCache(10))
+        assert counter.text(" " * 1_000_000) > 0
+        assert counter.text("\t" * 1_000_000) > 0
