@@ -48,10 +48,6 @@ def validate_tools(tools: object) -> list[Any] | None:
     return list(tools)
 
 
-def role(message: Mapping[str, Any]) -> object:
-    return message.get("role")
-
-
 def is_system(message: Mapping[str, Any]) -> bool:
     role = message.get("role")
     return isinstance(role, str) and role in SYSTEM_ROLES

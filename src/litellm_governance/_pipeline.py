@@ -182,8 +182,9 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
 
 def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
     """Compact, then snip; retry with fewer scruples while the budget forces it."""
+    protected = ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0
     attempts: list[tuple[int | None, bool]] = [(None, False)]
-    if ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0:
+    if protected:
         attempts.append((None, True))  # compacting behind the breakpoint beats cutting it off
     attempts.append((0, True))  # compacting the newest results beats a request that cannot fit
     counts_before = ctx.counts.copy()
@@ -198,7 +199,7 @@ def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
             result = _SNIP(Microcompact(keep_recent=keep_recent)(messages, ctx), ctx)
         if ctx.over_budget:
             continue
-        if not ignore_breakpoints and len(attempts) == 3 and ctx.counts["snipped"] > counts_before["snipped"]:
+        if protected and not ignore_breakpoints and ctx.counts["snipped"] > counts_before["snipped"]:
             continue  # a cut would drop what the breakpoint protects: try compacting it first
         break
     return result

@@ -173,6 +173,7 @@ class GovernanceHook(CustomLogger):
             raise ConfigError(f"config must be a GovernanceConfig or a mapping, got {type(config).__name__}")
         self._explicit: GovernanceConfig | None = config
         self._from_settings: GovernanceConfig | None = None
+        self._from_settings_source: object = None
         self._failures_logged: set[str] = set()
         self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
 
@@ -187,8 +188,6 @@ class GovernanceHook(CustomLogger):
             self._from_settings = GovernanceConfig.from_mapping(options)
             self._from_settings_source = options
         return self._from_settings
-
-    _from_settings_source: object = None
 
     # ---- LiteLLM hooks -------------------------------------------------------------------
 
@@ -215,7 +214,7 @@ class GovernanceHook(CustomLogger):
         litellm_call_info: dict[str, object] | None = None,
     ) -> dict[str, str] | None:
         """Proxy: a short header saying what governance did."""
-        report = _report_slot(data, create=False)
+        report = _report_slot(data)
         summary = report.get("summary") if report else None
         return {HEADER: summary} if isinstance(summary, str) else None
 
@@ -447,8 +446,8 @@ def _spend_logs(request: dict[str, Any], *, create: bool) -> dict[str, Any] | No
     return spend
 
 
-def _report_slot(request: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
-    spend = _spend_logs(request, create=create)
+def _report_slot(request: dict[str, Any]) -> dict[str, Any] | None:
+    spend = _spend_logs(request, create=False)
     report = spend.get(REPORT_KEY) if spend is not None else None
     return report if isinstance(report, dict) else None
 
