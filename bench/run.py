@@ -340,6 +340,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str | 
     ]
 
 
+def warm_over_cold(row: dict[str, Any]) -> float:
+    """Warm / cold, warm as the proxy pays it: a request re-parsed from JSON (no reused objects)."""
+    return float(row["warm_fresh_json_s"]) / float(row["cold_s"])
+
+
 def headline(results: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The README table (one column per model) and the verdict lines."""
     models = list(results["models"])
@@ -350,28 +355,28 @@ def headline(results: dict[str, Any]) -> tuple[list[str], list[str]]:
         data = results["models"][model]
         top = data["sizes"][-1]
         worst_cold = max(data["sizes"], key=lambda r: r["cold_s"] / r["tiktoken_s"])
-        worst_warm = max(data["sizes"], key=lambda r: r["warm_s"] / r["cold_s"])
+        worst_warm = max(data["sizes"], key=warm_over_cold)
         cold_ratio = top["cold_s"] / top["tiktoken_s"]
-        warm_ratio = top["warm_s"] / top["cold_s"]
+        warm_ratio = warm_over_cold(top)
         cells = [
             f"{top['messages']:,} msgs, {top['tokens'] / 1000:,.0f}k tokens",
             ms(top["tiktoken_s"]),
             f"{ms(top['tiktoken_all_s'])} (cold / it: {top['cold_s'] / top['tiktoken_all_s']:.2f}x)",
             ms(top["cold_s"]),
-            ms(top["warm_s"]),
+            ms(top["warm_fresh_json_s"]),
             f"{times(cold_ratio)} {verdict(cold_ratio, TARGET_COLD)}",
             f"{warm_ratio:.3f} {verdict(warm_ratio, TARGET_WARM)}",
             f"{worst_cold['cold_s'] / worst_cold['tiktoken_s']:.2f}x at {worst_cold['messages']:,} msgs "
             f"{verdict(worst_cold['cold_s'] / worst_cold['tiktoken_s'], TARGET_COLD)}; "
-            f"{worst_warm['warm_s'] / worst_warm['cold_s']:.3f} at {worst_warm['messages']:,} msgs "
-            f"{verdict(worst_warm['warm_s'] / worst_warm['cold_s'], TARGET_WARM)}",
+            f"{warm_over_cold(worst_warm):.3f} at {worst_warm['messages']:,} msgs "
+            f"{verdict(warm_over_cold(worst_warm), TARGET_WARM)}",
         ]
         labels = [
             "session",
             "tiktoken pass over message text (floor: content, function names and arguments)",
             "tiktoken pass over every string govern() counts (adds ids, names, tool schemas)",
             "govern() cold",
-            "govern() warm (+1 tool round)",
+            "govern() warm (+1 tool round, request re-parsed from JSON as the proxy sees it)",
             f"cold / tiktoken pass (target ≤ {TARGET_COLD})",
             f"warm / cold (target ≤ {TARGET_WARM})",
             "worst over all sizes: cold / tiktoken pass; warm / cold",
@@ -381,7 +386,7 @@ def headline(results: dict[str, Any]) -> tuple[list[str], list[str]]:
             f"target ≤ {TARGET_COLD}); warm / cold = {warm_ratio:.3f} ({verdict(warm_ratio, TARGET_WARM)}, "
             f"target ≤ {TARGET_WARM}) at {top['messages']:,} messages. Worst over all sizes: cold / tiktoken "
             f"{worst_cold['cold_s'] / worst_cold['tiktoken_s']:.2f} at {worst_cold['messages']:,} messages, "
-            f"warm / cold {worst_warm['warm_s'] / worst_warm['cold_s']:.3f} at {worst_warm['messages']:,}"
+            f"warm / cold {warm_over_cold(worst_warm):.3f} at {worst_warm['messages']:,}"
         )
         for key, name in (("cold_s", "cold"), ("warm_s", "warm")):
             grown = data["growth"][key]
@@ -487,7 +492,7 @@ def report(results: dict[str, Any]) -> str:
                     ms(r["warm_fresh_json_s"]),
                     f"{r['cold_s'] / r['tiktoken_s']:.2f}",
                     f"{r['cold_s'] / r['tiktoken_all_s']:.2f}",
-                    f"{r['warm_s'] / r['cold_s']:.3f}",
+                    f"{warm_over_cold(r):.3f}",
                     f"{r['cold_s'] * 1e6 / k:.0f}",
                     f"{r['warm_s'] * 1e6 / k:.1f}",
                     r["reps"],

@@ -194,12 +194,6 @@ class TokenCounter:
             # Every token is at least one byte: the byte count never undercounts.
             return len(text.encode("utf-8", "surrogatepass"))
 
-    def content(self, content: object) -> int:
-        """Tokens in a message's `content`: a string, a list of parts, or any other JSON value."""
-        pieces: list[str] = []
-        fixed = _content_pieces(content, pieces)
-        return fixed + sum(self.text(p) for p in pieces)
-
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls."""
         pieces: list[str] = []
