@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 lint: setup
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check litellm_governance tests bench examples
+	$(BIN)/ruff format --check litellm_governance tests bench examples
 	$(BIN)/mypy
 
 test: lint

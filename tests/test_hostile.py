@@ -692,7 +692,7 @@ def test_same_output_under_any_hash_seed() -> None:
     runs: list[Any] = []
     for seed in ("1", "4242"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         done = subprocess.run(
             [sys.executable, "-c", _GOVERN_IN_CHILD],
             input=payload,

@@ -26,7 +26,7 @@ from typing import Any
 from litellm_governance import testing
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SRC_DIR = REPO_ROOT / "src"
+SRC_DIR = REPO_ROOT  # the package lives at the top level
 E2E_DIR = Path(__file__).resolve().parent
 
 PAYLOAD_LOG_ENV = "LITELLM_GOVERNANCE_E2E_PAYLOAD_LOG"
@@ -94,7 +94,7 @@ def start_proxy(
     timeout: float = 60.0,
     name: str = "proxy",
 ) -> ProxyProcess:
-    """`testing.start_proxy`, with ``src/`` and this directory importable in the proxy (for the
+    """`testing.start_proxy`, with the repository root and this directory importable in the proxy (for the
     plugin and the payload sink) and the sink's file set."""
     payload_log = workdir / f"{name}_payloads.jsonl"
     started = testing.start_proxy(

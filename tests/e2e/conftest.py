@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-_SRC = Path(__file__).resolve().parents[2] / "src"
+_SRC = Path(__file__).resolve().parents[2]
 if str(_SRC) not in sys.path:  # the package may not be installed in the venv
     sys.path.insert(0, str(_SRC))
 
