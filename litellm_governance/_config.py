@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -10,21 +11,46 @@ from typing import Literal, TypeAlias
 
 from ._errors import ConfigError
 
-__all__ = ["DEFAULT_COMPACTABLE_TOOLS", "GovernanceConfig"]
+__all__ = ["AGENT_TOOLS", "DEFAULT_COMPACTABLE_TOOLS", "NANOBOT_TOOLS", "TOOL_PRESETS", "GovernanceConfig"]
 
-#: Tools whose old results are replaced by a one-line stub (Nanobot's set). `"*"` means every tool.
-DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = frozenset(
-    {
-        "read_file",
-        "exec",
-        "grep",
-        "find_files",
-        "web_search",
-        "web_fetch",
-        "list_dir",
-        "list_exec_sessions",
-    }
+#: Nanobot's compactable tools (its own agent's observation tools): the ``nanobot`` preset.
+NANOBOT_TOOLS: frozenset[str] = frozenset(
+    {"read_file", "exec", "grep", "find_files", "web_search", "web_fetch", "list_dir", "list_exec_sessions"}
 )
+
+#: The observation tools of the coding agents people run today: reads, listings, searches,
+#: command output and web fetches, whose old output the agent can fetch again (names checked in
+#: each agent's source; see PROVIDERS.md). Tools that hold state — plans and todo lists,
+#: sub-agent results, the user's answers, memory — are left out on purpose, and so are edit
+#: tools (their results are short confirmations). The ``agents`` preset, and the default.
+AGENT_TOOLS: frozenset[str] = NANOBOT_TOOLS | frozenset(
+    {
+        # Claude Code
+        "Read", "NotebookRead", "Glob", "Grep", "LS", "LSP", "Bash", "BashOutput", "TaskOutput",
+        "WebFetch", "WebSearch", "ReadMcpResourceTool", "ListMcpResourcesTool",
+        # Codex CLI
+        "shell", "shell_command", "exec_command", "write_stdin", "local_shell", "list_dir", "grep_files",
+        "view_image", "read_mcp_resource", "list_mcp_resources", "list_mcp_resource_templates",
+        # OpenHands
+        "execute_bash", "terminal", "execute_ipython_cell", "browser", "fetch",
+        # Cline, Roo Code
+        "execute_command", "search_files", "list_files", "list_code_definition_names", "codebase_search",
+        "browser_action", "access_mcp_resource",
+        # Gemini CLI
+        "read_many_files", "list_directory", "glob", "grep_search", "search_file_content", "run_shell_command",
+        "google_web_search",
+        # OpenCode
+        "read", "bash", "list", "webfetch", "websearch", "codesearch", "lsp",
+        # Goose
+        "developer__shell", "developer__analyze",
+    }
+)  # fmt: skip
+
+#: Named sets of compactable tools (``compactable_tools: nanobot``).
+TOOL_PRESETS: Mapping[str, frozenset[str]] = {"agents": AGENT_TOOLS, "nanobot": NANOBOT_TOOLS}
+
+#: Tools whose old results are replaced by a one-line stub by default. `"*"` means every tool.
+DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = AGENT_TOOLS
 
 ToolSet: TypeAlias = "frozenset[str] | Literal['*']"
 
@@ -57,7 +83,8 @@ class GovernanceConfig:
     keep_recent: int = 10
     #: Results shorter than this many characters are never compacted.
     min_chars: int = 500
-    #: Tools whose old results may be compacted; ``"*"`` for every tool.
+    #: Tools whose old results may be compacted: tool names, preset names (``agents``, the
+    #: default, or ``nanobot``), or ``"*"`` for every tool.
     compactable_tools: ToolSet = DEFAULT_COMPACTABLE_TOOLS
     #: Compact old results in batches of this many: results stay whole until ``keep_recent +
     #: compact_batch`` of them are, then the oldest batch is compacted at once, rewriting the
@@ -114,6 +141,7 @@ class GovernanceConfig:
             if self.profile not in PROFILES:
                 raise ConfigError(
                     f"profile must be one of {', '.join(sorted(PROFILES))} or None, got {short_repr(self.profile)}"
+                    + suggestion(str(self.profile), PROFILES)
                 )
 
     def replace(self, **changes: object) -> GovernanceConfig:
@@ -134,6 +162,17 @@ class GovernanceConfig:
         if unknown:
             raise ConfigError(_unknown_message(unknown))
         return cls(**{str(k): v for k, v in options.items()})  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        """The options in one line (for the proxy's start-up log): every field, tool sets named."""
+        parts = []
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if item.name == "compactable_tools":
+                named = [k for k, v in TOOL_PRESETS.items() if v == value]
+                value = named[0] if named else value if value == "*" else f"{len(value)} tools"
+            parts.append(f"{item.name}={value}")
+        return ", ".join(parts)
 
     @property
     def effective_compact_batch(self) -> int:
@@ -159,9 +198,16 @@ def short_repr(value: object) -> str:
     return _REPR.repr(value)
 
 
+def suggestion(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when `name` looks like a misspelling of one of `choices`, else ""."""
+    match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.75)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
 def _unknown_message(unknown: Iterable[str]) -> str:
-    names = ", ".join(short_repr(n) for n in sorted(map(str, unknown))[:10])
-    return f"unknown governance option(s) {names}; known options: {', '.join(sorted(_FIELD_NAMES))}"
+    names = sorted(map(str, unknown))[:10]
+    described = ", ".join(short_repr(n) + suggestion(n, _FIELD_NAMES) for n in names)
+    return f"unknown governance option(s) {described}; known options: {', '.join(sorted(_FIELD_NAMES))}"
 
 
 def _check_int(name: str, value: object, *, minimum: int, maximum: int = _MAX_TOKENS) -> None:
@@ -174,10 +220,18 @@ def _check_int(name: str, value: object, *, minimum: int, maximum: int = _MAX_TO
 def _tool_set(value: object) -> frozenset[str] | Literal["*"]:
     if value == "*":
         return "*"
-    if isinstance(value, str) or not isinstance(value, Iterable):
+    if isinstance(value, str):
+        if value in TOOL_PRESETS:
+            return TOOL_PRESETS[value]
+        raise ConfigError(
+            f"compactable_tools must be a list of tool names, a preset ({', '.join(sorted(TOOL_PRESETS))}) "
+            f'or "*", got {short_repr(value)}{suggestion(value, TOOL_PRESETS)}'
+        )
+    if not isinstance(value, Iterable):
         raise ConfigError(f'compactable_tools must be a list of tool names or "*", got {short_repr(value)}')
-    names = frozenset(value)
-    bad = [n for n in names if not isinstance(n, str) or not n]
-    if bad:
-        raise ConfigError(f"compactable_tools must hold non-empty tool names, got {short_repr(bad[0])}")
-    return names
+    names: set[str] = set()
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"compactable_tools must hold non-empty tool names, got {short_repr(name)}")
+        names |= TOOL_PRESETS.get(name, {name})  # a preset's name stands for its tools
+    return frozenset(names)

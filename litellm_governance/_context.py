@@ -8,15 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._config import GovernanceConfig
-from ._messages import Message, has_cache_control
+from ._messages import SYSTEM_NOTE_LABEL, Message, has_cache_control, is_instruction, system_note
 from ._pairing import Pairing, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
 
-__all__ = ["SYNTHETIC_USER_CONTENT", "Context"]
+__all__ = ["BRIDGE_CONTENT", "SYNTHETIC_USER_CONTENT", "Context", "system_note"]
 
 #: Content of the user message inserted where a provider needs one and the history has none.
 SYNTHETIC_USER_CONTENT: Final = "(Earlier conversation continues below.)"
+#: Content of the assistant message inserted between tool results and the next user message for
+#: providers that need one there (Mistral, Bedrock Converse).
+BRIDGE_CONTENT: Final = "(Tool results received.)"
 
 
 @dataclass
@@ -34,6 +37,10 @@ class Context:
     allow_prefill: bool = False
     #: Ignore cache_control breakpoints (the budget forced a rewrite before one).
     ignore_breakpoints: bool = False
+    #: Type of the text parts merged string content becomes (``input_text`` for Responses).
+    text_type: str = "text"
+    #: The request format (``chat``, ``anthropic``, ``responses``): a few rules are about one.
+    format: str = "chat"
     counts: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     over_budget: bool = False
@@ -73,14 +80,26 @@ class Context:
         anything else, and cutting everything else for it would lose the task."""
         if self.budget is None:
             return None
-        fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if m.get("role") in ("system", "developer"))
+        fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if is_instruction(m))
         return max(0, self.budget - fixed) // 2
 
     def synthetic_user_tokens(self) -> int:
         return self.tokens(_SYNTHETIC_USER)
 
+    def rule_overheads(self) -> tuple[int, int, int]:
+        """Tokens the role rules may add: (a bridge turn after tool results, the label of a
+        converted system message, reasoning filled into an assistant message)."""
+        from ._profiles import MidSystem, Reasoning
+
+        profile = self.profile
+        bridge = self.tokens(_BRIDGE) if profile.assistant_after_tool else 0
+        note = self.counter.text(SYSTEM_NOTE_LABEL) + 1 if profile.mid_system is MidSystem.TO_USER else 0
+        reasoning = 2 if profile.reasoning is not Reasoning.NONE and self.format == "chat" else 0
+        return bridge, note, reasoning
+
 
 _SYNTHETIC_USER: Final = {"role": "user", "content": SYNTHETIC_USER_CONTENT}
+_BRIDGE: Final = {"role": "assistant", "content": BRIDGE_CONTENT}
 
 
 def synthetic_user() -> dict[str, Any]:

@@ -28,7 +28,15 @@ class InvalidRequestError(GovernanceError, TypeError, ValueError):
 
 
 class ConfigError(GovernanceError, ValueError):
-    """A configuration field has a value governance cannot use: the message names the field."""
+    """A configuration field has a value governance cannot use: the message names the field.
+
+    `redacted` is the same message without the offending value, for logs and reports on a
+    request's path (where a value could have come from a client).
+    """
+
+    def __init__(self, message: str, *, redacted: str | None = None) -> None:
+        super().__init__(message)
+        self.redacted = redacted if redacted is not None else message
 
 
 class TokenizerUnavailableError(GovernanceError, RuntimeError):

@@ -1,34 +1,78 @@
-"""Step: make tool-call ids unique in the request, for providers that require it (Anthropic).
+"""Step: give tool calls ids the provider can tell apart and accepts, call and result alike.
 
-Real transcripts repeat ids (replayed or merged sessions; some agent frameworks reuse them).
-A repeat is renamed ``<id>_<n>`` with the smallest ``n`` no other call uses, on the call and on
-the result that answers it alike. Ids are numbered from the start of the conversation, before
-any snipping, so the same call keeps the same id on every request and the prompt cache survives.
-Never used for Gemini: LiteLLM keeps Gemini's thought signatures inside the ids.
+* On every profile, an id repeated inside one assistant message (``[c1, c1, c18]``) is renamed:
+  no provider can tell which result answers which call.
+* Where the provider needs ids unique in the whole request (Anthropic, Bedrock, Mistral), an id
+  repeated across turns (replayed or merged sessions; some agent frameworks reuse them) is
+  renamed too.
+* Mistral accepts only ids of exactly 9 letters and digits: every other id is mapped to one,
+  derived from the original id, so the same call gets the same id on every request.
+
+A repeat is renamed ``<id>_<n>`` with the smallest ``n`` no other call uses; for Gemini the
+suffix goes before LiteLLM's ``__thought__`` marker, so the thought signature after it is kept
+byte for byte. Ids are numbered from the start of the conversation, before any snipping, so the
+same call keeps the same id on every request and the prompt cache survives. Results are renamed
+with their call: after the repairs, each call's results follow it directly.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 from ._context import Context
 from ._messages import Message, call_id, tool_calls
 
-__all__ = ["UniqueToolCallIds"]
+__all__ = ["UniqueToolCallIds", "nine_char_id"]
+
+_NINE: Final = re.compile(r"[A-Za-z0-9]{9}")
+_ALPHABET: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def nine_char_id(ident: str, salt: int = 0) -> str:
+    """A 9-character ``[A-Za-z0-9]`` id derived from `ident` (the same on every request)."""
+    number = int.from_bytes(hashlib.blake2b(f"{salt}\x00{ident}".encode(), digest_size=8).digest(), "big")
+    chars = []
+    for _ in range(9):
+        number, digit = divmod(number, 62)
+        chars.append(_ALPHABET[digit])
+    return "".join(chars)
 
 
 class UniqueToolCallIds:
     name = "unique_ids"
 
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
-        if not ctx.profile.unique_tool_call_ids:
-            return messages
-        return _unique_tool_call_ids(messages, ctx)
+        profile = ctx.profile
+        taken = {ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None}
+        needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
+        if not needs_work:
+            # Cheap check first: most requests have no repeated id at all.
+            total = sum(1 for m in messages for c in tool_calls(m) if call_id(c) is not None)
+            if total == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages)):
+                return messages
+        return _rename(messages, ctx, taken)
 
 
-def _unique_tool_call_ids(messages: list[Message], ctx: Context) -> list[Message]:
-    taken = {ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None}
+def _repeats_within(messages: list[Message]) -> bool:
+    for message in messages:
+        idents = [i for c in tool_calls(message) if (i := call_id(c)) is not None]
+        if len(idents) != len(set(idents)):
+            return True
+    return False
+
+
+def _with_suffix(ident: str, suffix: int, marker: str | None) -> str:
+    if marker and marker in ident:
+        head, _, payload = ident.partition(marker)
+        return f"{head}_{suffix}{marker}{payload}"
+    return f"{ident}_{suffix}"
+
+
+def _rename(messages: list[Message], ctx: Context, taken: set[str]) -> list[Message]:
+    profile = ctx.profile
     seen: set[str] = set()
     out: list[Message] | None = None
     index = 0
@@ -36,6 +80,8 @@ def _unique_tool_call_ids(messages: list[Message], ctx: Context) -> list[Message
         message = messages[index]
         index += 1
         calls = tool_calls(message) if message.get("role") == "assistant" else []
+        if not profile.unique_tool_call_ids:
+            seen = set()  # only repeats inside one message must go
         # Per original id, the ids its calls end up with, in call order: results answer the
         # first unanswered call with their id, so the n-th result with an id takes the n-th.
         slots: dict[str, deque[str]] = {}
@@ -47,11 +93,24 @@ def _unique_tool_call_ids(messages: list[Message], ctx: Context) -> list[Message
                 new_calls.append(call)
                 continue
             new_ident = ident
-            if ident in seen:
-                suffix = 2
-                while f"{ident}_{suffix}" in taken:
-                    suffix += 1
-                new_ident = f"{ident}_{suffix}"
+            if profile.nine_char_ids and not _NINE.fullmatch(ident):
+                salt = 0
+                new_ident = nine_char_id(ident)
+                while new_ident in seen or (new_ident in taken and new_ident != ident):
+                    salt += 1
+                    new_ident = nine_char_id(ident, salt)
+            if new_ident in seen:
+                if profile.nine_char_ids:
+                    salt = 1
+                    while (candidate := nine_char_id(ident, salt)) in seen or candidate in taken:
+                        salt += 1
+                    new_ident = candidate
+                else:
+                    suffix = 2
+                    while _with_suffix(ident, suffix, profile.id_payload_marker) in taken:
+                        suffix += 1
+                    new_ident = _with_suffix(ident, suffix, profile.id_payload_marker)
+            if new_ident != ident:
                 taken.add(new_ident)
                 renamed += 1
             seen.add(new_ident)

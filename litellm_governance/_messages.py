@@ -1,19 +1,32 @@
-"""Small, pure helpers over OpenAI chat-format messages (plain dicts)."""
+"""Small, pure helpers over the messages the steps work on (plain dicts).
+
+The steps see every request as chat-shaped messages: ``role`` (system, developer, user, assistant,
+tool), ``content``, assistant ``tool_calls`` (``id``, ``function.name``) and tool ``tool_call_id``.
+For a chat request those are the client's own messages. For the other formats (`_anthropic`,
+`_responses`) they are an *outline*: each outline message holds the client's own blocks or items
+as its content parts, and under the key `ORIGIN` an `Origin` saying which of the client's objects
+it stands for, so that rendering re-emits those objects untouched unless a step edited them.
+`ORIGIN` is not a string, so it can never collide with a key a client sent.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from ._errors import InvalidRequestError
 
 __all__ = [
+    "ORIGIN",
     "Message",
+    "Origin",
     "call_id",
     "call_name",
     "content_chars",
     "has_cache_control",
     "is_empty_content",
+    "is_instruction",
     "is_system",
     "merge_content",
     "tool_calls",
@@ -21,9 +34,85 @@ __all__ = [
     "validate_tools",
 ]
 
-Message: TypeAlias = dict[str, Any]
+Message: TypeAlias = dict[Any, Any]
 
 SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+#: Content part types that hold plain text in the three formats (chat and Anthropic ``text``,
+#: Responses ``input_text`` / ``output_text``).
+TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
+
+
+class _OriginKey:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ORIGIN"
+
+
+#: Key of an outline message's `Origin` (an object, not a string: no client key can equal it).
+ORIGIN: Final = _OriginKey()
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Which of the client's own objects an outline message stands for."""
+
+    #: The client's message, block or item (None for one that stands for nothing rendered).
+    native: Any = None
+    #: An assistant turn: the client's pieces in their order, content and calls interleaved
+    #: (rendering puts surviving calls back between the content parts where they were).
+    order: tuple[Any, ...] = ()
+    #: A user message that came with tool results (Anthropic): its text continues a tool loop
+    #: (reminders, interjections) rather than setting a new task.
+    continuation: bool = False
+    #: Stands for history held upstream (Responses ``previous_response_id``): never rendered.
+    virtual: bool = False
+
+    def merged(self, later: Origin) -> Origin:
+        """The origin of this message merged with a `later` one."""
+        return Origin(self.native, self.order + later.order, self.continuation and later.continuation)
+
+
+def origin(message: Mapping[Any, Any]) -> Origin | None:
+    """The outline origin of `message` (None for a chat message or one a step created)."""
+    found = message.get(ORIGIN)
+    return found if isinstance(found, Origin) else None
+
+
+def interleave(
+    parts: Sequence[Any], calls: object, order: Sequence[Any], make_call: Callable[[Any, Mapping[Any, Any]], Any]
+) -> list[Any]:
+    """An assistant turn's pieces for rendering: `parts` (its content, possibly edited or merged)
+    in their order, with each surviving call of `calls` put back where its own piece stood in the
+    client's `order`; ``make_call(piece, call)`` renders a call (``piece`` None for a new call).
+    Parts and calls are matched to `order` by identity, so whatever a step did not touch is the
+    client's own object."""
+    by_piece: dict[int, tuple[Any, Any]] = {}
+    loose: list[tuple[Any, Any]] = []
+    for call in calls if type(calls) is list else ():
+        found = origin(call) if isinstance(call, Mapping) else None
+        if found is not None and found.native is not None:
+            by_piece[id(found.native)] = (found.native, call)
+        else:
+            loose.append((None, call))
+    position = {id(piece): i for i, piece in enumerate(order)}
+    out: list[Any] = []
+    done = 0
+    for part in parts:
+        at = position.get(id(part))
+        if at is not None and at >= done:
+            for piece in order[done:at]:
+                entry = by_piece.pop(id(piece), None)
+                if entry is not None:
+                    out.append(make_call(*entry))
+            done = at + 1
+        out.append(part)
+    for piece in order[done:]:
+        entry = by_piece.pop(id(piece), None)
+        if entry is not None:
+            out.append(make_call(*entry))
+    out.extend(make_call(*entry) for entry in (*by_piece.values(), *loose))
+    return out
 
 
 def validate_messages(messages: object) -> list[Message]:
@@ -51,6 +140,34 @@ def validate_tools(tools: object) -> list[Any] | None:
 def is_system(message: Mapping[str, Any]) -> bool:
     role = message.get("role")
     return isinstance(role, str) and role in SYSTEM_ROLES
+
+
+#: First line of a mid-conversation system message turned into a user message.
+SYSTEM_NOTE_LABEL: Final = "[System note]"
+
+
+def system_note(content: object, text_type: str = "text") -> object:
+    """A system message's content as a user message's: labelled, nothing else changed."""
+    if isinstance(content, list):
+        return [{"type": text_type, "text": SYSTEM_NOTE_LABEL}, *content]
+    if isinstance(content, str):
+        return f"{SYSTEM_NOTE_LABEL}\n{content}"
+    if content is None:
+        return SYSTEM_NOTE_LABEL
+    return [{"type": text_type, "text": SYSTEM_NOTE_LABEL}, content]  # whatever it is, kept after the label
+
+
+def is_instruction(message: Mapping[Any, Any]) -> bool:
+    """A system message, or one turned into a labelled user note: the operator's instructions,
+    counted and kept like the system prompt, never taken for the task."""
+    if is_system(message):
+        return True
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    if isinstance(content, list) and content and isinstance(content[0], Mapping):
+        content = content[0].get("text")
+    return isinstance(content, str) and (content == SYSTEM_NOTE_LABEL or content.startswith(SYSTEM_NOTE_LABEL + "\n"))
 
 
 def tool_calls(message: Mapping[str, Any]) -> list[Any]:
@@ -95,13 +212,24 @@ def content_chars(content: object) -> int:
 
 
 def is_empty_content(content: object) -> bool:
-    """No content at all: None, an empty or blank string, or an empty list."""
+    """No content at all: None, an empty or blank string, an empty list, or a list of text parts
+    that are all blank."""
     if content is None:
         return True
     if isinstance(content, str):
         return not content.strip()
     if isinstance(content, list):
-        return not content
+        return all(is_blank_part(part) for part in content)
+    return False
+
+
+def is_blank_part(part: object) -> bool:
+    """A text part with no text (providers that reject empty text reject these)."""
+    if isinstance(part, str):
+        return not part.strip()
+    if isinstance(part, Mapping) and part.get("type") in TEXT_PARTS:
+        text = part.get("text")
+        return text is None or (isinstance(text, str) and not text.strip())
     return False
 
 
@@ -115,24 +243,26 @@ def has_cache_control(message: Mapping[str, Any]) -> bool:
     return False
 
 
-def _as_parts(content: object) -> list[Any]:
+def _as_parts(content: object, text_type: str) -> list[Any]:
     if content is None:
         return []
     if isinstance(content, list):
         return list(content)
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
+        return [{"type": text_type, "text": content}] if content else []
     if isinstance(content, Mapping):
         return [content]  # a lone part: kept as it is
-    return [{"type": "text", "text": str(content) if isinstance(content, (int, float, bool)) else repr(type(content))}]
+    text = str(content) if isinstance(content, (int, float, bool)) else repr(type(content))
+    return [{"type": text_type, "text": text}]
 
 
-def merge_content(first: object, second: object) -> object:
-    """Both contents, in order, losing nothing: strings joined by a blank line, lists concatenated."""
+def merge_content(first: object, second: object, text_type: str = "text") -> object:
+    """Both contents, in order, losing nothing: strings joined by a blank line, lists concatenated
+    (a string next to a list becomes a part of `text_type`: ``input_text`` in the Responses format)."""
     if first is None or first == "":
         return second if second is not None else first
     if second is None or second == "":
         return first
     if isinstance(first, str) and isinstance(second, str):
         return f"{first}\n\n{second}"
-    return _as_parts(first) + _as_parts(second)
+    return _as_parts(first, text_type) + _as_parts(second, text_type)

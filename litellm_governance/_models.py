@@ -8,9 +8,11 @@ then asked to use its bundled copy of the map rather than fetch one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -63,10 +65,28 @@ def split_provider(model: str, provider: str | None = None) -> tuple[str, str]:
         return prefix, rest
     litellm = import_litellm()
     try:
-        bare, found, _, _ = litellm.get_llm_provider(model=model)
+        with quiet(litellm):
+            bare, found, _, _ = litellm.get_llm_provider(model=model)
     except Exception:  # noqa: BLE001 - LiteLLM raises several types for unknown models
         return "", model
     return str(found or ""), str(bare or model)
+
+
+_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet(litellm: Any) -> Iterator[None]:
+    """LiteLLM's model lookups print a "Provider List: …" banner to stdout for names they do not
+    know (a proxy alias such as ``glm``): keep it off the caller's stdout while we ask. Our
+    lookups are cached per name, so this window opens once per model."""
+    with _QUIET_LOCK:
+        previous = getattr(litellm, "suppress_debug_info", False)
+        litellm.suppress_debug_info = True
+        try:
+            yield
+        finally:
+            litellm.suppress_debug_info = previous
 
 
 def resolve_model(
@@ -137,7 +157,8 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
     for name in dict.fromkeys(names):
         for hint in ((provider or None), None):
             try:
-                info = litellm.get_model_info(name, custom_llm_provider=hint)
+                with quiet(litellm):
+                    info = litellm.get_model_info(name, custom_llm_provider=hint)
             except Exception:  # noqa: BLE001 - ModelNotMappedError and friends
                 continue
             window = _positive_int(info.get("max_input_tokens"))

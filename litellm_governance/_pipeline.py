@@ -1,4 +1,10 @@
-"""`govern()`: the steps in their order, the budget, and the report.
+"""`govern()` and its siblings per request format: the steps in their order, the budget, and
+the report.
+
+Every format is governed by the same steps: the request is read into an outline of chat-shaped
+messages (`_messages`; for chat, the messages themselves; for Anthropic Messages and Responses,
+`_anthropic` and `_responses`), the steps run on that outline, and the outline is rendered back
+into the client's format, re-emitting the client's own objects wherever no step edited them.
 
 The order, and why:
 
@@ -28,10 +34,11 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from ._anthropic import AnthropicOutline
 from ._backfill import Backfill
-from ._config import GovernanceConfig
+from ._config import GovernanceConfig, short_repr, suggestion
 from ._context import Context
 from ._errors import ConfigError, InvalidRequestError
 from ._ids import UniqueToolCallIds
@@ -41,12 +48,21 @@ from ._models import resolve_model
 from ._orphans import DropOrphans
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
 from ._report import GovernanceReport
+from ._responses import ResponsesOutline
 from ._roles import EnforceRoles
 from ._snip import Snip
 from ._stable import StableShrink
 from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
 
-__all__ = ["GovernanceResult", "govern", "token_cache"]
+__all__ = [
+    "AnthropicResult",
+    "GovernanceResult",
+    "ResponsesResult",
+    "govern",
+    "govern_anthropic",
+    "govern_responses",
+    "token_cache",
+]
 
 _REPAIR = (DropOrphans(), Backfill(), UniqueToolCallIds())
 _SNIP = Snip()
@@ -68,10 +84,67 @@ def token_cache(size: int = _DEFAULT_CONFIG.token_cache_size) -> TokenCache:
 
 @dataclass(frozen=True)
 class GovernanceResult:
-    """The governed messages (a new list; unchanged messages are the input's own objects)."""
+    """The governed chat messages (a new list; unchanged messages are the input's own objects)."""
 
     messages: list[Message]
     report: GovernanceReport
+
+
+@dataclass(frozen=True)
+class AnthropicResult:
+    """A governed Anthropic Messages request: ``messages`` and ``system`` (the input's own objects
+    wherever nothing changed; ``system`` is None when the request had none)."""
+
+    messages: list[Any]
+    system: Any
+    report: GovernanceReport
+
+
+@dataclass(frozen=True)
+class ResponsesResult:
+    """A governed Responses request: ``input`` (the input itself when it is a string or nothing
+    changed) and ``instructions``."""
+
+    input: Any
+    instructions: Any
+    report: GovernanceReport
+
+
+class Outline(Protocol):
+    """A request in one format, read into chat-shaped messages for the steps (`_messages`)."""
+
+    @property
+    def format(self) -> str:
+        """``chat``, ``anthropic`` or ``responses``."""
+        ...
+
+    @property
+    def text_type(self) -> str:
+        """Type of the text parts a merge makes of string content."""
+        ...
+
+    #: How many messages (or input items) the client sent.
+    count: int
+    #: The request as chat-shaped messages (see `_messages`).
+    view: list[Message]
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        """The request fields that carry the governed history, in the request's own format."""
+        ...
+
+
+class ChatOutline:
+    """Chat completions: the messages are their own outline."""
+
+    format = "chat"
+    text_type = "text"
+
+    def __init__(self, messages: object) -> None:
+        self.view = validate_messages(messages)
+        self.count = len(self.view)
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        return {"messages": governed}
 
 
 def govern(
@@ -83,13 +156,104 @@ def govern(
     config: GovernanceConfig | None = None,
     provider: str | None = None,
     model_info: Mapping[str, Any] | None = None,
+    token_ratio: float | None = None,
 ) -> GovernanceResult:
-    """Fit `messages` to `model`'s budget and its provider's rules. Never mutates the input.
+    """Fit chat `messages` to `model`'s budget and its provider's rules. Never mutates the input.
 
     `provider` is LiteLLM's provider string when already known (the deployment's), and
     `model_info` the deployment's ``model_info`` (``max_input_tokens``,
-    ``supports_assistant_prefill``, ``governance_profile``).
+    ``supports_assistant_prefill``, ``governance_profile``). `token_ratio`, when given, replaces
+    the profile's estimate of how many provider tokens one tiktoken token is.
     """
+    fields, report = run(
+        ChatOutline(messages),
+        model=model,
+        tools=tools,
+        max_output_tokens=max_output_tokens,
+        config=config,
+        provider=provider,
+        model_info=model_info,
+        token_ratio=token_ratio,
+    )
+    return GovernanceResult(messages=list(fields["messages"]), report=report)
+
+
+def govern_anthropic(
+    messages: Sequence[Any],
+    *,
+    model: str,
+    system: Any = None,
+    tools: Sequence[Any] | None = None,
+    max_tokens: int | None = None,
+    config: GovernanceConfig | None = None,
+    provider: str | None = None,
+    model_info: Mapping[str, Any] | None = None,
+    token_ratio: float | None = None,
+) -> AnthropicResult:
+    """`govern` for an Anthropic Messages request (``/v1/messages``: ``messages`` with
+    ``tool_use`` / ``tool_result`` blocks and a top-level ``system``). Blocks no rule is about
+    (thinking and its signature, images, documents, ``cache_control``, unknown types) go out
+    exactly as they came in."""
+    outline = AnthropicOutline(messages, system)
+    fields, report = run(
+        outline,
+        model=model,
+        tools=tools,
+        max_output_tokens=max_tokens,
+        config=config,
+        provider=provider,
+        model_info=model_info,
+        token_ratio=token_ratio,
+    )
+    return AnthropicResult(messages=list(fields["messages"]), system=fields.get("system"), report=report)
+
+
+def govern_responses(
+    input: Any,
+    *,
+    model: str,
+    instructions: Any = None,
+    tools: Sequence[Any] | None = None,
+    max_output_tokens: int | None = None,
+    previous_response_id: str | None = None,
+    config: GovernanceConfig | None = None,
+    provider: str | None = None,
+    model_info: Mapping[str, Any] | None = None,
+    token_ratio: float | None = None,
+) -> ResponsesResult:
+    """`govern` for an OpenAI Responses request (``/v1/responses``: ``input`` items and
+    ``instructions``). Items no rule is about (reasoning with ``encrypted_content``, server-tool
+    calls, ``item_reference``, unknown types) go out exactly as they came in. With
+    `previous_response_id` the earlier history is stored upstream: only the visible input is
+    governed (outputs answering stored calls are kept) and nothing is snipped."""
+    outline = ResponsesOutline(input, instructions, previous_response_id)
+    fields, report = run(
+        outline,
+        model=model,
+        tools=tools,
+        max_output_tokens=max_output_tokens,
+        config=config,
+        provider=provider,
+        model_info=model_info,
+        token_ratio=token_ratio,
+    )
+    return ResponsesResult(
+        input=fields.get("input", input), instructions=fields.get("instructions", instructions), report=report
+    )
+
+
+def run(
+    outline: Outline,
+    *,
+    model: str,
+    tools: Sequence[Any] | None = None,
+    max_output_tokens: int | None = None,
+    config: GovernanceConfig | None = None,
+    provider: str | None = None,
+    model_info: Mapping[str, Any] | None = None,
+    token_ratio: float | None = None,
+) -> tuple[dict[str, Any], GovernanceReport]:
+    """Govern `outline`: the rendered request fields and the report."""
     config = _DEFAULT_CONFIG if config is None else config
     if not isinstance(config, GovernanceConfig):
         raise InvalidRequestError(f"config must be a GovernanceConfig, got {type(config).__name__}")
@@ -99,7 +263,11 @@ def govern(
         raise InvalidRequestError(f"provider must be a LiteLLM provider string or None, got {type(provider).__name__}")
     if model_info is not None and not isinstance(model_info, Mapping):
         raise InvalidRequestError(f"model_info must be a mapping or None, got {type(model_info).__name__}")
-    original = validate_messages(messages)
+    if token_ratio is not None and (
+        isinstance(token_ratio, bool) or not isinstance(token_ratio, (int, float)) or not 0.2 <= token_ratio <= 5.0
+    ):
+        raise InvalidRequestError(f"token_ratio must be a number between 0.2 and 5.0, got {token_ratio!r}")
+    original = outline.view
     tool_list = validate_tools(tools)
     if max_output_tokens is None:
         max_output = config.max_output_tokens
@@ -110,29 +278,43 @@ def govern(
 
     facts = resolve_model(model, config=config, provider=provider, model_info=model_info)
     profile = _pick_profile(config, facts.profile, facts.provider, model)
+    ratio = profile.token_ratio if token_ratio is None else float(token_ratio)
     ctx = Context(
         config=config,
         profile=profile,
         counter=TokenCounter(encoding_for_model(model), token_cache(config.token_cache_size)),
+        text_type=outline.text_type,
+        format=outline.format,
     )
     if profile.trailing_assistant is TrailingAssistant.IF_PREFILL:
         ctx.allow_prefill = facts.prefill_supported(model)
     notes: list[str] = []
+    left_alone = getattr(outline, "left_alone", None)
+    history_upstream = bool(getattr(outline, "history_upstream", False))
     budget: int | None = None
     if facts.max_input_tokens is None:
         notes.append(f"no context window known for {model!r}: history not snipped")
     else:
         budget = max(0, facts.max_input_tokens - max_output - config.safety_buffer_tokens)
-        # Budget in tiktoken units: the provider's tokenizer counts up to `token_ratio` times more.
-        ctx.budget = math.floor(budget / profile.token_ratio)
+        if history_upstream:
+            notes.append(
+                "previous_response_id: the earlier history is stored upstream and cannot be governed; "
+                "only the visible input was (nothing snipped)"
+            )
+        else:
+            # Budget in tiktoken units: the provider's tokenizer counts `ratio` times more (or fewer).
+            ctx.budget = math.floor(budget / ratio)
     ctx.tools_tokens = ctx.counter.tools(tool_list)
     raw_before = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in original)
 
     governed = original
-    for step in _REPAIR:
-        governed = step(governed, ctx)
-    governed = _shrink(governed, ctx)
-    governed = _ROLES(governed, ctx)
+    if left_alone is not None:
+        notes.append(left_alone)
+    else:
+        for step in _REPAIR:
+            governed = step(governed, ctx)
+        governed = _shrink(governed, ctx)
+        governed = _ROLES(governed, ctx)
 
     raw_after = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in governed)
     over_budget = ctx.budget is not None and raw_after > ctx.budget
@@ -141,10 +323,12 @@ def govern(
             "over budget: even the smallest valid request (system, latest user message, newest turn) is too big"
         )
     changed = len(governed) != len(original) or any(a is not b for a, b in zip(governed, original, strict=False))
+    fields = outline.render(governed) if changed else outline.render(original)
     breakpoint_index = ctx.last_breakpoint(original)
     prefix_rewritten = breakpoint_index >= 0 and (
         len(governed) <= breakpoint_index or any(governed[i] is not original[i] for i in range(breakpoint_index + 1))
     )
+    history = fields.get("messages", fields.get("input"))
     report = GovernanceReport(
         model=model,
         provider=facts.provider,
@@ -153,17 +337,20 @@ def govern(
         window_source=facts.window_source,
         budget=budget,
         max_output_tokens=max_output,
-        tokens_before=math.ceil(raw_before * profile.token_ratio),
-        tokens_after=math.ceil(raw_after * profile.token_ratio),
-        messages_before=len(original),
-        messages_after=len(governed),
+        tokens_before=math.ceil(raw_before * ratio),
+        tokens_after=math.ceil(raw_after * ratio),
+        messages_before=outline.count,
+        messages_after=len(history) if isinstance(history, list) else outline.count,
         steps={k: v for k, v in sorted(ctx.counts.items()) if v},
         over_budget=over_budget,
         changed=changed,
         cache_prefix_rewritten=prefix_rewritten,
         notes=tuple(notes + ctx.notes),
+        format=outline.format,
+        token_ratio=round(ratio, 4),
+        ratio_source="static" if token_ratio is None else "given",
     )
-    return GovernanceResult(messages=list(governed), report=report)
+    return fields, report
 
 
 def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, provider: str, model: str) -> Profile:
@@ -173,9 +360,11 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
         try:
             return PROFILES[deployment_profile]
         except KeyError:
+            known = ", ".join(sorted(PROFILES))
+            hint = suggestion(str(deployment_profile), PROFILES)
             raise ConfigError(
-                f"model_info.governance_profile must be one of {', '.join(sorted(PROFILES))}, "
-                f"got {deployment_profile!r}"
+                f"model_info.governance_profile must be one of {known}, got {short_repr(deployment_profile)}{hint}",
+                redacted=f"model_info.governance_profile is not one of {known}{hint}",
             ) from None
     return profile_for(provider, model)
 

@@ -1,8 +1,8 @@
 """Provider profiles: which message rules a provider enforces, as a table.
 
-The evidence for each row is in PROVIDERS.md (shared spec): what each provider rejects and what
-LiteLLM's own adapters already repair. A provider this table does not know gets ``strict``,
-the profile every provider accepts.
+The evidence for each row is in PROVIDERS.md: what each provider rejects (the error texts and
+where they were reported) and what LiteLLM's own adapters already repair. A provider this table
+does not know gets ``strict``, the profile every provider accepts.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["PROFILES", "Profile", "TrailingAssistant", "profile_for"]
+__all__ = ["PROFILES", "MidSystem", "Profile", "Reasoning", "TrailingAssistant", "profile_for"]
 
 
 class TrailingAssistant(Enum):
@@ -23,9 +23,31 @@ class TrailingAssistant(Enum):
     IF_PREFILL = "if_prefill"
 
 
+class MidSystem(Enum):
+    """What a system (or developer) message after the start of the conversation becomes."""
+
+    #: Left where it is (OpenAI accepts system messages anywhere).
+    KEEP = "keep"
+    #: Turned into a user message in place, labelled as a system note, and merged with its
+    #: neighbours (GLM, vLLM chat templates, Mistral, Bedrock and Claude reject or convert it).
+    TO_USER = "to_user"
+    #: Moved up to the system prompt (Gemini takes every system message as system_instruction).
+    HOIST = "hoist"
+
+
+class Reasoning(Enum):
+    """Where a thinking-mode provider needs ``reasoning_content`` sent back (chat format)."""
+
+    NONE = "none"
+    #: On assistant messages with tool calls (Kimi).
+    TOOL_CALLS = "tool_calls"
+    #: On every assistant message (DeepSeek checks each one in a turn that called tools).
+    ALL = "all"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Profile:
-    """The role rules of one family of providers."""
+    """The rules of one family of providers."""
 
     name: str
     #: Merge consecutive user→user and assistant→assistant messages (losslessly).
@@ -33,10 +55,25 @@ class Profile:
     trailing_assistant: TrailingAssistant
     #: The first non-system message must be a user message (insert a synthetic one if not).
     first_must_be_user: bool
-    #: Tool-call ids must be unique in the request (repeats are renamed, call and result alike).
+    #: Tool-call ids must be unique in the whole request (repeats are renamed, call and result
+    #: alike). Repeats inside one assistant message are renamed on every profile.
     unique_tool_call_ids: bool
     #: The provider's tokenizer counts this many times tiktoken's figure (at most).
     token_ratio: float
+    #: What a mid-conversation system message becomes.
+    mid_system: MidSystem = MidSystem.TO_USER
+    #: Blank text is rejected: blank text parts are dropped and empty user messages too.
+    no_empty_text: bool = True
+    #: Tool-call ids must be exactly 9 letters and digits (Mistral).
+    nine_char_ids: bool = False
+    #: An assistant message must come between tool results and the next user message (Mistral:
+    #: "Unexpected role 'user' after role 'tool'"; Bedrock Converse merges them into one turn and
+    #: rejects "Conversation blocks and tool result blocks ... in the same turn").
+    assistant_after_tool: bool = False
+    reasoning: Reasoning = Reasoning.NONE
+    #: Tool-call ids carry data after this marker that must survive a rename (LiteLLM keeps
+    #: Gemini thought signatures as ``<id>__thought__<signature>``).
+    id_payload_marker: str | None = None
 
 
 PERMISSIVE = Profile(
@@ -46,6 +83,8 @@ PERMISSIVE = Profile(
     first_must_be_user=False,
     unique_tool_call_ids=False,
     token_ratio=1.0,
+    mid_system=MidSystem.KEEP,
+    no_empty_text=False,
 )
 ANTHROPIC = Profile(
     name="anthropic",
@@ -61,9 +100,10 @@ GEMINI = Profile(
     merge_consecutive=True,
     trailing_assistant=TrailingAssistant.DROP,
     first_must_be_user=True,
-    # LiteLLM keeps Gemini thought signatures inside tool-call ids: never rewrite them.
     unique_tool_call_ids=False,
     token_ratio=1.1,
+    mid_system=MidSystem.HOIST,
+    id_payload_marker="__thought__",
 )
 STRICT = Profile(
     name="strict",
@@ -74,8 +114,57 @@ STRICT = Profile(
     # Unknown tokenizers (GLM, Qwen, Kimi, Mistral, DeepSeek's counts 8-13 % above o200k).
     token_ratio=1.15,
 )
+MISTRAL = Profile(
+    name="mistral",
+    merge_consecutive=True,
+    trailing_assistant=TrailingAssistant.DROP,
+    first_must_be_user=True,
+    unique_tool_call_ids=True,
+    token_ratio=1.15,
+    nine_char_ids=True,
+    assistant_after_tool=True,
+)
+BEDROCK = Profile(
+    name="bedrock",
+    merge_consecutive=True,
+    trailing_assistant=TrailingAssistant.DROP,
+    first_must_be_user=True,
+    unique_tool_call_ids=True,
+    token_ratio=1.15,
+    assistant_after_tool=True,
+)
+# Claude through Bedrock Converse: Anthropic's rules plus Converse's turn shape.
+BEDROCK_CLAUDE = Profile(
+    name="bedrock_claude",
+    merge_consecutive=True,
+    trailing_assistant=TrailingAssistant.IF_PREFILL,
+    first_must_be_user=True,
+    unique_tool_call_ids=True,
+    token_ratio=1.15,
+    assistant_after_tool=True,
+)
+DEEPSEEK = Profile(
+    name="deepseek",
+    merge_consecutive=True,
+    trailing_assistant=TrailingAssistant.DROP,
+    first_must_be_user=True,
+    unique_tool_call_ids=False,
+    token_ratio=1.15,
+    reasoning=Reasoning.ALL,
+)
+MOONSHOT = Profile(
+    name="moonshot",
+    merge_consecutive=True,
+    trailing_assistant=TrailingAssistant.DROP,
+    first_must_be_user=True,
+    unique_tool_call_ids=False,
+    token_ratio=1.15,
+    reasoning=Reasoning.TOOL_CALLS,
+)
 
-PROFILES: Mapping[str, Profile] = {p.name: p for p in (PERMISSIVE, ANTHROPIC, GEMINI, STRICT)}
+PROFILES: Mapping[str, Profile] = {
+    p.name: p for p in (PERMISSIVE, ANTHROPIC, GEMINI, STRICT, MISTRAL, BEDROCK, BEDROCK_CLAUDE, DEEPSEEK, MOONSHOT)
+}
 
 # LiteLLM provider string -> profile name. Providers that host several model families
 # (bedrock, vertex_ai, openrouter) are resolved by model name in `profile_for`.
@@ -94,6 +183,10 @@ _BY_PROVIDER: Mapping[str, str] = {
     "anthropic_text": "anthropic",
     "gemini": "gemini",
     "vertex_ai_beta": "gemini",
+    "mistral": "mistral",
+    "codestral": "mistral",
+    "deepseek": "deepseek",
+    "moonshot": "moonshot",
 }
 
 # openrouter/<vendor>/<model>: OpenRouter's vendor names -> the LiteLLM provider they behave as.
@@ -120,10 +213,16 @@ def profile_for(provider: str, model: str) -> Profile:
         if rest:
             return profile_for(_OPENROUTER_VENDORS.get(vendor, vendor), rest)
         return STRICT
-    if provider.startswith("bedrock") or provider.startswith("vertex_ai"):
-        if "claude" in model_lower or "anthropic" in model_lower:
+    claude = "claude" in model_lower or "anthropic" in model_lower
+    if provider.startswith("bedrock"):
+        # LiteLLM sends Claude on Bedrock through Converse by default; `invoke/` keeps Anthropic's shape.
+        if claude:
+            return ANTHROPIC if "/invoke/" in f"/{model_lower}" else BEDROCK_CLAUDE
+        return BEDROCK
+    if provider.startswith("vertex_ai"):
+        if claude:
             return ANTHROPIC
-        if provider.startswith("vertex_ai") and "gemini" in model_lower:
+        if "gemini" in model_lower:
             return GEMINI
         return STRICT
     return PROFILES[_BY_PROVIDER.get(provider, "strict")]

@@ -50,6 +50,12 @@ class GovernanceReport:
     #: Something before the last cache_control breakpoint was rewritten.
     cache_prefix_rewritten: bool = False
     notes: tuple[str, ...] = ()
+    #: The request format: ``chat``, ``anthropic`` (``/v1/messages``) or ``responses``.
+    format: str = "chat"
+    #: Provider tokens per tiktoken token assumed for the budget, and where that figure came from
+    #: (``static``: the profile's; ``given``: the caller's; ``learned, n=…``: calibration).
+    token_ratio: float = 1.0
+    ratio_source: str = "static"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
@@ -70,6 +76,9 @@ class GovernanceReport:
             "changed": self.changed,
             "cache_prefix_rewritten": self.cache_prefix_rewritten,
             "notes": list(self.notes),
+            "format": self.format,
+            "token_ratio": self.token_ratio,
+            "ratio_source": self.ratio_source,
         }
 
     def then(self, later: GovernanceReport) -> GovernanceReport:

@@ -3,24 +3,43 @@
 In order, each rule as the profile asks:
 
 1. Empty content: missing or ``null`` content becomes ``""`` on user, system and tool messages; an
-   assistant message with no content and no tool calls carries nothing and is dropped.
-2. Merge consecutive user→user and assistant→assistant messages, losing nothing: strings are
+   assistant message with no content and no tool calls carries nothing and is dropped. Where the
+   provider rejects blank text (every profile but ``permissive``), blank text parts are dropped,
+   a user message with nothing in it is dropped, and blank content next to tool calls goes.
+2. Mid-conversation system (and developer) messages: kept (``permissive``), moved up to the
+   system prompt (``gemini``), or turned into a user message in place, labelled as a system note
+   (everyone else: GLM and vLLM chat templates reject them, Mistral accepts them only after a
+   user message, Bedrock and Claude get them converted by LiteLLM anyway).
+3. Merge consecutive user→user and assistant→assistant messages, losing nothing: strings are
    joined by a blank line, multimodal parts concatenated, tool calls kept (Nanobot keeps only one
    side when either is a list, and drops plain assistant text before a tool-calling message).
-3. Drop trailing assistant messages where the provider rejects prefill.
-4. If that leaves no user or tool message, the last dropped assistant message becomes a user
+4. Drop trailing assistant messages where the provider rejects prefill.
+5. If that leaves no user or tool message, the last dropped assistant message becomes a user
    message instead (GLM rejects a request with system messages only: error 1214).
-5. If the first non-system message is an assistant message, insert a synthetic user message
+6. If the first non-system message is an assistant message, insert a synthetic user message
    before it (GLM, DeepSeek, Bedrock and Gemini need the conversation to start with the user).
+7. Where the provider needs an assistant turn between tool results and the next user message
+   (Mistral, Bedrock Converse), insert a short one.
+8. Thinking-mode providers that need ``reasoning_content`` sent back (DeepSeek, Kimi) get it on
+   the assistant messages that lack it: the message's own thinking text where LiteLLM kept it,
+   else a single space (chat requests only: the field exists only there).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ._context import Context, synthetic_user
-from ._messages import Message, is_empty_content, is_system, merge_content, tool_calls
-from ._profiles import TrailingAssistant
+from ._context import BRIDGE_CONTENT, Context, synthetic_user
+from ._messages import (
+    ORIGIN,
+    Message,
+    is_blank_part,
+    is_empty_content,
+    is_system,
+    merge_content,
+    origin,
+    system_note,
+    tool_calls,
+)
+from ._profiles import MidSystem, Reasoning, TrailingAssistant
 
 __all__ = ["EnforceRoles"]
 
@@ -33,6 +52,8 @@ class EnforceRoles:
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
         profile = ctx.profile
         out = _normalize_empty(messages, ctx)
+        if profile.mid_system is not MidSystem.KEEP:
+            out = _mid_conversation_system(out, ctx)
         if profile.merge_consecutive:
             out = _merge_consecutive(out, ctx)
         drop_trailing = profile.trailing_assistant is TrailingAssistant.DROP or (
@@ -42,20 +63,41 @@ class EnforceRoles:
             out = _drop_trailing_assistant(out, ctx)
         if profile.first_must_be_user:
             out = _user_first(out, ctx)
+        if profile.assistant_after_tool:
+            out = _assistant_after_tool(out, ctx)
+        if profile.reasoning is not Reasoning.NONE and ctx.format == "chat":
+            out = _reasoning_content(out, ctx)
         return out
 
 
+def _without_blank_parts(content: object) -> object:
+    if isinstance(content, list) and any(is_blank_part(part) for part in content):
+        return [part for part in content if not is_blank_part(part)]
+    return content
+
+
 def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
+    strict_text = ctx.profile.no_empty_text
     out: list[Message] | None = None
     for index, message in enumerate(messages):
         role = message.get("role")
+        content = message.get("content")
         replacement: Message | None = message
-        if isinstance(role, str) and role in _NULL_TO_EMPTY and message.get("content") is None:
-            replacement = {**message, "content": ""}
-            ctx.counts["null_content_filled"] += 1
-        elif role == "assistant" and not message.get("tool_calls") and is_empty_content(message.get("content")):
+        if ((role == "assistant" and not message.get("tool_calls")) or (strict_text and role == "user")) and (
+            is_empty_content(content)
+        ):
             replacement = None
             ctx.counts["empty_messages_dropped"] += 1
+        elif isinstance(role, str) and role in _NULL_TO_EMPTY and content is None:
+            replacement = {**message, "content": ""}
+            ctx.counts["null_content_filled"] += 1
+        elif strict_text and role in ("user", "assistant", "system", "developer"):
+            cleaned = _without_blank_parts(content)
+            if role == "assistant" and message.get("tool_calls") and isinstance(cleaned, str) and not cleaned.strip():
+                cleaned = None  # blank text beside tool calls: no text at all (Gemini rejects an empty part)
+            if cleaned is not content:
+                replacement = {**message, "content": cleaned}
+                ctx.counts["blank_text_dropped"] += 1
         if replacement is not message and out is None:
             out = messages[:index]
         if out is not None and replacement is not None:
@@ -63,16 +105,39 @@ def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
     return messages if out is None else out
 
 
+def _mid_conversation_system(messages: list[Message], ctx: Context) -> list[Message]:
+    first = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
+    mids = [i for i in range(first, len(messages)) if is_system(messages[i])]
+    if not mids:
+        return messages
+    if ctx.profile.mid_system is MidSystem.HOIST:
+        ctx.counts["system_hoisted"] += len(mids)
+        moved = set(mids)
+        return (
+            messages[:first]
+            + [messages[i] for i in mids]
+            + [m for i, m in enumerate(messages[first:], first) if i not in moved]
+        )
+    ctx.counts["system_converted"] += len(mids)
+    out = list(messages)
+    for index in mids:
+        message = messages[index]
+        out[index] = {**message, "role": "user", "content": system_note(message.get("content"), ctx.text_type)}
+    return out
+
+
 def _mergeable(previous: Message, current: Message) -> bool:
     # An assistant message whose calls are answered is followed by its results, never by another
     # assistant message, so merging two assistant messages can never split calls from results.
     role = current.get("role")
-    return role == previous.get("role") and role in ("user", "assistant")
+    if role != previous.get("role") or role not in ("user", "assistant"):
+        return False
+    return not any((found := origin(m)) is not None and found.virtual for m in (previous, current))
 
 
-def _merge(previous: Message, current: Message) -> Message:
-    merged: dict[str, Any] = {**previous, **current}
-    merged["content"] = merge_content(previous.get("content"), current.get("content"))
+def _merge(previous: Message, current: Message, ctx: Context) -> Message:
+    merged: Message = {**previous, **current}
+    merged["content"] = merge_content(previous.get("content"), current.get("content"), ctx.text_type)
     calls = tool_calls(previous) + tool_calls(current)
     if calls:
         merged["tool_calls"] = calls
@@ -80,6 +145,9 @@ def _merge(previous: Message, current: Message) -> Message:
         first, second = previous.get(key), current.get(key)
         if first and second:
             merged[key] = merge_content(first, second)
+    first_origin, later_origin = origin(previous), origin(current)
+    if first_origin is not None:
+        merged[ORIGIN] = first_origin.merged(later_origin) if later_origin is not None else first_origin
     return merged
 
 
@@ -91,7 +159,7 @@ def _merge_consecutive(messages: list[Message], ctx: Context) -> list[Message]:
         if _mergeable(previous, message):
             if out is None:
                 out = messages[:index]
-            out[-1] = _merge(out[-1], message)
+            out[-1] = _merge(out[-1], message, ctx)
             ctx.counts["merged"] += 1
         elif out is not None:
             out.append(message)
@@ -134,3 +202,47 @@ def _user_first(messages: list[Message], ctx: Context) -> list[Message]:
         ctx.counts["synthetic_user_inserted"] += 1
         return [*messages[:index], synthetic_user(), *messages[index:]]
     return messages
+
+
+def _assistant_after_tool(messages: list[Message], ctx: Context) -> list[Message]:
+    out: list[Message] | None = None
+    for index in range(1, len(messages)):
+        if messages[index].get("role") == "user" and messages[index - 1].get("role") == "tool":
+            if out is None:
+                out = messages[:index]
+            out.append({"role": "assistant", "content": BRIDGE_CONTENT})
+            ctx.counts["assistant_bridge_inserted"] += 1
+        if out is not None:
+            out.append(messages[index])
+    return messages if out is None else out
+
+
+def _reasoning_text(message: Message) -> str:
+    """The message's own thinking, where LiteLLM kept it, else a single space (what DeepSeek and
+    Kimi accept when the original reasoning is gone)."""
+    fields = message.get("provider_specific_fields")
+    if isinstance(fields, dict) and isinstance(fields.get("reasoning_content"), str) and fields["reasoning_content"]:
+        return str(fields["reasoning_content"])
+    blocks = message.get("thinking_blocks")
+    if isinstance(blocks, list):
+        text = "\n".join(b["thinking"] for b in blocks if isinstance(b, dict) and isinstance(b.get("thinking"), str))
+        if text.strip():
+            return text
+    return " "
+
+
+def _reasoning_content(messages: list[Message], ctx: Context) -> list[Message]:
+    only_calls = ctx.profile.reasoning is Reasoning.TOOL_CALLS
+    out: list[Message] | None = None
+    for index, message in enumerate(messages):
+        replacement = message
+        if message.get("role") == "assistant" and (not only_calls or message.get("tool_calls")):
+            existing = message.get("reasoning_content")
+            if not (isinstance(existing, str) and existing):
+                replacement = {**message, "reasoning_content": _reasoning_text(message)}
+                ctx.counts["reasoning_content_filled"] += 1
+        if replacement is not message and out is None:
+            out = messages[:index]
+        if out is not None:
+            out.append(replacement)
+    return messages if out is None else out

@@ -1,11 +1,12 @@
 """Step: drop the oldest history so the request fits the model's input budget (Nanobot's rule).
 
-System messages and tool schemas are counted first and always kept. The rest is cut into units
-(an assistant message with its tool results is one unit, every other message its own) and kept
-from the newest back while it fits. The kept part must start with a user message: when the cut
-falls elsewhere, the nearest earlier user message (the task being worked on) is kept in front of
-it. The newest unit is always kept; when even that does not fit, the request is as small as the
-rules allow and the report says ``over_budget``.
+System messages (and system notes, see `_roles`) and tool schemas are counted first and always
+kept. The rest is cut into units (an assistant message with its tool results is one unit, every
+other message its own) and kept from the newest back while it fits. The kept part must start
+with a user message: when the cut falls elsewhere, the nearest earlier user message with real
+content (the task being worked on; not an empty one, nor text that came along with tool
+results) is kept in front of it. The newest unit is always kept; when even that does not fit,
+the request is as small as the rules allow and the report says ``over_budget``.
 
 This keeps as much as fits, so the cut moves with every turn of a long agent loop and the
 provider's prompt cache misses the whole history each time: `_stable` replays the same rules
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._context import Context
-from ._messages import Message, is_system
+from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
 
 __all__ = ["Cost", "Layout", "Snip", "assemble"]
@@ -39,24 +40,33 @@ class Layout:
 
     @classmethod
     def of(cls, messages: list[Message], ctx: Context) -> Layout:
+        """Units and their costs, including what the role rules will add to them (a bridge turn
+        before a user message that follows tool results, a system note's label, reasoning)."""
         layout = cls([], [], [], [], ctx.tools_tokens + REPLY_PRIMING)
+        bridge, note, reasoning = ctx.rule_overheads()
         index = 0
         latest_user = -1
         while index < len(messages):
             message = messages[index]
-            if is_system(message):
-                layout.fixed += ctx.tokens(message)
+            if is_instruction(message):
+                layout.fixed += ctx.tokens(message) + (note if layout.units and message.get("role") != "user" else 0)
                 index += 1
                 continue
             end = index + 1
-            if message.get("role") == "assistant" and message.get("tool_calls"):
+            role = message.get("role")
+            if role == "assistant" and message.get("tool_calls"):
                 while end < len(messages) and messages[end].get("role") == "tool":
                     end += 1
             unit = len(layout.units)
             layout.units.append((index, end))
-            layout.tokens.append(sum(ctx.tokens(messages[i]) for i in range(index, end)))
+            tokens = sum(ctx.tokens(messages[i]) for i in range(index, end))
+            if role == "user" and index and messages[index - 1].get("role") == "tool":
+                tokens += bridge
+            elif role == "assistant":
+                tokens += reasoning
+            layout.tokens.append(tokens)
             layout.previous_user.append(latest_user)
-            user = message.get("role") == "user"
+            user = is_task(message)
             layout.is_user.append(user)
             if user:
                 latest_user = unit
@@ -82,6 +92,15 @@ class Layout:
             return tail + (synthetic if starts_with_assistant else 0)
 
         return cost
+
+
+def is_task(message: Message) -> bool:
+    """A user message that can carry the task: with real content, and not text that rode along
+    with tool results (Anthropic's reminders and interjections inside a results message)."""
+    if message.get("role") != "user" or is_empty_content(message.get("content")):
+        return False
+    found = origin(message)
+    return found is None or not found.continuation
 
 
 class Snip:
@@ -122,13 +141,13 @@ def assemble(messages: list[Message], layout: Layout, cut: int, ctx: Context) ->
         anchor_start, anchor_end = layout.units[anchor]
         # System messages in the dropped spans are kept, in their order, before the history.
         result = (
-            [m for m in messages[:anchor_start] if is_system(m)]
+            [m for m in messages[:anchor_start] if is_instruction(m)]
             + messages[anchor_start:anchor_end]
-            + [m for m in messages[anchor_end:cut_start] if is_system(m)]
+            + [m for m in messages[anchor_end:cut_start] if is_instruction(m)]
             + messages[cut_start:]
         )
     else:
-        result = [m for m in messages[:cut_start] if is_system(m)] + messages[cut_start:]
+        result = [m for m in messages[:cut_start] if is_instruction(m)] + messages[cut_start:]
     if len(result) == len(messages):
         return messages  # already the smallest tail (over budget): nothing to drop
     ctx.counts["snipped"] += len(messages) - len(result)

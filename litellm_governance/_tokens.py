@@ -49,6 +49,7 @@ IMAGE_TOKENS: Final = 1_200
 # Texts at least this long are cached by digest; shorter ones are quicker to encode than to look up.
 _CACHED_TEXT: Final = 256
 _IMAGE_PARTS: Final = frozenset({"image_url", "image", "input_image"})
+_TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 # Long texts are tokenized in slices of this many characters: tiktoken's o200k pattern panics on
 # runs of several hundred thousand blanks. A cut between slices can add a token, never lose one.
 _CHUNK: Final = 100_000
@@ -212,7 +213,7 @@ class TokenCounter:
         return self.text(_json(list(tools))) + 8
 
 
-def _content_pieces(content: object, pieces: list[str]) -> int:
+def _content_pieces(content: object, pieces: list[str], *, nested: bool = False) -> int:
     """Append the texts to tokenize in `content` to `pieces`; return the tokens counted as fixed."""
     if content is None:
         return 0
@@ -225,10 +226,13 @@ def _content_pieces(content: object, pieces: list[str]) -> int:
             if type(part) is dict or isinstance(part, Mapping):
                 kind = part.get("type")
                 text = part.get("text")
-                if kind == "text" and type(text) is str:
+                if kind in _TEXT_PARTS and type(text) is str:
                     pieces.append(text)
                 elif kind in _IMAGE_PARTS:
                     fixed += IMAGE_TOKENS
+                elif kind == "message" and not nested and type(part.get("content")) is list:
+                    # A Responses message item inside an assistant turn: its parts, one level down.
+                    fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, nested=True)
                 else:
                     pieces.append(_json(part))
             elif type(part) is str:

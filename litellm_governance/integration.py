@@ -1,24 +1,35 @@
 """LiteLLM integration: the only module that talks to LiteLLM's hook API.
 
-Where governance runs (LiteLLM 1.108):
+Where governance runs (LiteLLM 1.108; see LITELLM_HOOKS.md for what each hook sees):
 
-* ``async_pre_call_hook``: the proxy only, before routing, for chat completions. ``data["model"]``
-  is the public model group; the request is fitted to the group's deployment with the largest
-  window (the least that must go), so other proxy hooks and rate limits see the governed request.
+* ``async_pre_call_hook``: the proxy only, before routing, for chat completions
+  (``acompletion``), Anthropic Messages (``anthropic_messages``, ``/v1/messages``) and Responses
+  (``aresponses``). ``data["model"]`` is the public model group; the request is fitted to the
+  group's deployment with the largest window (the least that must go), in its own format, so
+  other proxy hooks and rate limits see the governed request.
 * ``async_pre_call_deployment_hook``: after a deployment is chosen, in the proxy, the SDK
-  (``litellm.acompletion``, streaming too) and ``Router.acompletion``, again for every fallback.
-  The request is fitted to that deployment: its model, provider and ``model_info``. When the
-  proxy already governed the same messages for the same target, this pass returns at once.
+  (``litellm.acompletion``, ``litellm.anthropic.messages.acreate``, ``litellm.aresponses``,
+  streaming too) and ``Router``, again for every fallback. The request is fitted to that
+  deployment: its model, provider and ``model_info``. When LiteLLM is about to translate the call
+  into another format for this deployment (``/v1/messages`` to a chat provider or to OpenAI's
+  Responses API, ``/v1/responses`` to a chat-only provider), this pass leaves it alone: the
+  hook fires again on the translated inner call, in the format the provider will receive, and
+  governs it there, once. When the proxy already governed the same history for the same target,
+  this pass returns at once.
 * Synchronous ``litellm.completion`` / ``Router.completion`` run no hook that can change the
   messages: call `completion` here, or `govern_request` on the kwargs yourself.
 
-Reporting: the report goes into ``metadata["spend_logs_metadata"]["governance"]`` (the key
-LiteLLM's standard logging payload keeps, so every logging integration sees it), a short
-``x-litellm-governance`` response header from the proxy, and one INFO log line per changed
-request on the ``litellm_governance`` logger. Counts and token figures only, never content.
+Reporting: the report goes into ``spend_logs_metadata.governance`` of the request's LiteLLM
+metadata (``metadata`` for chat, ``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``,
+whose ``metadata`` is the provider's own field) — the key LiteLLM's standard logging payload
+keeps, so every logging integration sees it —, a short ``x-litellm-governance`` response header
+from the proxy, and one INFO log line per changed request on the ``litellm_governance`` logger.
+Counts and token figures only, never content.
 
-Failure: an internal error logs one warning and lets the original request through (fail-open),
-unless the operator set ``fail_closed``, in which case the client gets a 400.
+Failure: an internal error logs a warning and lets the original request through (fail-open),
+unless the operator set ``fail_closed``, in which case the client gets a 400. A configuration
+error (an unknown profile in a deployment's ``model_info``) is reported as one, naming the field,
+every minute at most while it lasts.
 """
 
 from __future__ import annotations
@@ -26,24 +37,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
+import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ._models import import_litellm
+from ._models import import_litellm, quiet
 
 litellm = import_litellm()  # with LiteLLM's bundled model map, unless the process chose otherwise
 
 from litellm.exceptions import BadRequestError  # noqa: E402
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
-from ._config import GovernanceConfig, short_repr  # noqa: E402
+from ._config import GovernanceConfig, short_repr, suggestion  # noqa: E402
 from ._errors import ConfigError, InvalidRequestError  # noqa: E402
 from ._models import resolve_model  # noqa: E402
-from ._pipeline import govern  # noqa: E402
+from ._profiles import PROFILES  # noqa: E402
 from ._report import GovernanceReport  # noqa: E402
+from ._request import Format, GovernedRequest, govern_request  # noqa: E402
 
 __all__ = [
     "HEADER",
@@ -62,8 +76,24 @@ HEADER: Final = "x-litellm-governance"
 REPORT_KEY: Final = "governance"
 #: The key in litellm.callback_settings (the proxy config's `callback_settings:`) with our options.
 SETTINGS_KEY: Final = "governance"
-# Call types that carry chat `messages` (strings; LiteLLM passes str enums in the deployment hook).
-_CHAT_CALLS: Final = frozenset({"completion", "acompletion"})
+# LiteLLM call types (strings; str enums in the deployment hook) -> the request format they carry.
+_FORMAT_OF_CALL: Final[Mapping[str, Format]] = {
+    "completion": "chat",
+    "acompletion": "chat",
+    "anthropic_messages": "anthropic",
+    "aanthropic_messages": "anthropic",
+    "responses": "responses",
+    "aresponses": "responses",
+}
+# Where each format keeps its history (the field a pass is keyed on).
+_HISTORY: Final[Mapping[str, str]] = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+# Where each format keeps LiteLLM's own metadata (Anthropic's and OpenAI's `metadata` is the
+# provider's field on /v1/messages and /v1/responses: nothing of ours may go there).
+_METADATA: Final[Mapping[str, str]] = {
+    "chat": "metadata",
+    "anthropic": "litellm_metadata",
+    "responses": "litellm_metadata",
+}
 # Per-request overrides a client may set when the operator allows them. Budgets can only shrink.
 _OVERRIDABLE: Final = frozenset(
     {
@@ -82,6 +112,8 @@ _OFF_LOOP_CHARS: Final = 500_000
 # Private state in the request metadata (LiteLLM's logging payload does not keep it): what the
 # last pass governed, so an identical second pass is skipped, and the pre-call pass's report.
 _STATE_KEY: Final = "_governance_state"
+# A configuration error is logged again at most this often (seconds) while it lasts.
+_CONFIG_ERROR_INTERVAL: Final = 60.0
 
 
 @dataclass(frozen=True)
@@ -97,61 +129,27 @@ class _Target:
         fields = ("max_input_tokens", "supports_assistant_prefill", "governance_profile")
         return self.model, self.provider, tuple((k, repr(info.get(k))) for k in fields)
 
+    def describe(self) -> str:
+        info = self.model_info or {}
+        ident = info.get("id")
+        return f"deployment {self.model!r}" + (f" (model_info.id {short_repr(ident)})" if ident else "")
+
 
 @dataclass(frozen=True)
 class _PassState:
-    messages_id: int
+    history_id: int
     target_key: object
     config: GovernanceConfig
     pre_call_report: GovernanceReport | None
 
-    def matches(self, messages: object, target: _Target, config: GovernanceConfig) -> bool:
+    def matches(self, history: object, target: _Target, config: GovernanceConfig) -> bool:
         # id() is safe here: the list is alive in the very request this state belongs to.
-        return id(messages) == self.messages_id and target.key() == self.target_key and config == self.config
-
-
-@dataclass(frozen=True)
-class GovernedRequest:
-    """A governed copy of a request (kwargs or a proxy body) and what was done to it."""
-
-    request: dict[str, Any]
-    report: GovernanceReport
-
-
-def govern_request(
-    request: Mapping[str, Any],
-    *,
-    config: GovernanceConfig | None = None,
-    model: str | None = None,
-    provider: str | None = None,
-    model_info: Mapping[str, Any] | None = None,
-) -> GovernedRequest:
-    """Govern a chat request (``litellm.completion`` kwargs or an OpenAI request body).
-
-    `model` names the model to fit (default ``request["model"]``): for a Router model group,
-    pass the deployment's model or its `model_info`. Raises `InvalidRequestError` for a request
-    that carries no usable ``messages``.
-    """
-    target_model = model or request.get("model")
-    if not isinstance(target_model, str) or not target_model:
-        raise InvalidRequestError("the request has no 'model' and none was given")
-    result = govern(
-        _plain_messages(request.get("messages")),  # type: ignore[arg-type]  # govern() checks it
-        model=target_model,
-        tools=request.get("tools"),
-        max_output_tokens=_max_output(request),
-        config=config,
-        provider=provider,
-        model_info=dict(model_info) if model_info else None,
-    )
-    governed = dict(request)
-    governed["messages"] = result.messages
-    return GovernedRequest(request=governed, report=result.report)
+        return id(history) == self.history_id and target.key() == self.target_key and config == self.config
 
 
 def completion(*, config: GovernanceConfig | None = None, **kwargs: Any) -> Any:
     """``litellm.completion`` with the request governed first (sync calls run no hook that can)."""
-    governed = govern_request(kwargs, config=config)
+    governed = govern_request(kwargs, format="chat", config=config)
     _log_report(governed.report, "sync")
     return litellm.completion(**governed.request)
 
@@ -175,6 +173,8 @@ class GovernanceHook(CustomLogger):
         self._from_settings: GovernanceConfig | None = None
         self._from_settings_source: object = None
         self._failures_logged: set[str] = set()
+        self._config_errors_logged: dict[str, float] = {}
+        self._lock = threading.Lock()
         self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
 
     @property
@@ -185,7 +185,10 @@ class GovernanceHook(CustomLogger):
         settings = getattr(litellm, "callback_settings", None)
         options = settings.get(SETTINGS_KEY) if isinstance(settings, Mapping) else None
         if self._from_settings is None or self._from_settings_source is not options:
-            self._from_settings = GovernanceConfig.from_mapping(options)
+            try:
+                self._from_settings = GovernanceConfig.from_mapping(options)
+            except ConfigError as exc:
+                raise ConfigError(f"callback_settings.{SETTINGS_KEY}: {exc}") from None
             self._from_settings_source = options
         return self._from_settings
 
@@ -194,16 +197,18 @@ class GovernanceHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        """Proxy, before routing: fit chat requests to their model group."""
-        if str(getattr(call_type, "value", call_type)) not in _CHAT_CALLS:
+        """Proxy, before routing: fit the request to its model group."""
+        fmt = _format_of(call_type)
+        if fmt is None:
             return None
-        return await self._govern(data, "pre_call", lambda: self._group_target(data.get("model")))
+        return await self._govern(data, "pre_call", fmt, lambda: self._group_target(data.get("model")))
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
-        if str(getattr(call_type, "value", call_type)) not in _CHAT_CALLS:
+        fmt = _format_of(call_type)
+        if fmt is None or (fmt != "chat" and _translated_later(fmt, kwargs)):
             return None
-        return await self._govern(kwargs, "deployment", lambda: _deployment_target(kwargs))
+        return await self._govern(kwargs, "deployment", fmt, lambda: _deployment_target(kwargs))
 
     async def async_post_call_response_headers_hook(
         self,
@@ -220,47 +225,56 @@ class GovernanceHook(CustomLogger):
 
     # ---- the work ------------------------------------------------------------------------
 
-    async def _govern(self, request: dict[str, Any], stage: str, target_of: Any) -> dict[str, Any] | None:
+    async def _govern(
+        self, request: dict[str, Any], stage: str, fmt: Format, target_of: Callable[[], _Target]
+    ) -> dict[str, Any] | None:
         try:
             config = self.config
         except ConfigError as exc:
-            self._failed(request, stage, exc, fail_closed=False)
+            self._config_error(request, fmt, stage, exc, fail_closed=False)
             return None
         if not config.enabled:
             return None
-        metadata = request.get("metadata")
+        metadata = request.get(_METADATA[fmt])
         state = metadata.get(_STATE_KEY) if isinstance(metadata, dict) else None
         # Only the proxy runs two passes; only there is the pass state kept (in the proxy's own
         # request dict). The report itself is plain JSON, written into the request's metadata,
         # which LiteLLM's logging payload reads (LiteLLM writes its own keys there too).
         in_proxy = stage == "pre_call" or isinstance(state, _PassState)
+        history = request.get(_HISTORY[fmt])
+        target: _Target | None = None
         try:
-            config, client_window, notes = self._request_config(config, request)
+            config, client_window, notes = self._request_config(config, request, fmt)
             if not config.enabled:
                 return None
-            target: _Target = target_of()
+            target = target_of()
             if client_window is not None:
                 config = self._bounded_window(config, client_window, target)
-            messages = request.get("messages")
-            if isinstance(state, _PassState) and state.matches(messages, target, config):
-                return None  # the proxy's pre-call pass already fitted these messages to this target
+            if isinstance(state, _PassState) and state.matches(history, target, config):
+                return None  # the proxy's pre-call pass already fitted this history to this target
             run = functools.partial(
                 govern_request,
                 request,
+                format=fmt,
                 config=config,
                 model=target.model,
                 provider=target.provider,
                 model_info=target.model_info,
             )
             # Big requests are governed off the event loop, so other requests are not held up.
-            governed = await asyncio.to_thread(run) if _approximate_chars(messages) > _OFF_LOOP_CHARS else run()
+            governed = await asyncio.to_thread(run) if _approximate_chars(history) > _OFF_LOOP_CHARS else run()
+        except ConfigError as exc:
+            where = target.describe() if target is not None else "the request"
+            error = ConfigError(f"{where}: {exc.redacted}")
+            self._config_error(request, fmt, stage, error, fail_closed=config.fail_closed)
+            return None
         except InvalidRequestError as exc:
-            self._failed(request, stage, exc, fail_closed=config.fail_closed, client_error=True)
+            self._failed(request, fmt, stage, exc, fail_closed=config.fail_closed, client_error=True)
             return None
         except (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError):
             raise
         except BaseException as exc:  # noqa: BLE001 - fail-open is the contract (and Rust panics are BaseExceptions)
-            self._failed(request, stage, exc, fail_closed=config.fail_closed)
+            self._failed(request, fmt, stage, exc, fail_closed=config.fail_closed)
             return None
 
         report = _with_notes(governed.report, notes) if notes else governed.report
@@ -269,14 +283,11 @@ class GovernanceHook(CustomLogger):
         # fallback) runs on the pre-call output, and the report covers both.
         first = state.pre_call_report if isinstance(state, _PassState) and stage == "deployment" else None
         combined = first.then(report) if first is not None else report
-        _record(request, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
-        updated = request
-        if report.changed:
-            updated = dict(request)
-            updated["messages"] = governed.request["messages"]
-        if in_proxy and isinstance(updated.get("metadata"), dict):
-            updated["metadata"][_STATE_KEY] = _PassState(
-                messages_id=id(updated.get("messages")),
+        _record(request, fmt, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
+        updated = governed.request if report.changed else request
+        if in_proxy and isinstance(updated.get(_METADATA[fmt]), dict):
+            updated[_METADATA[fmt]][_STATE_KEY] = _PassState(
+                history_id=id(updated.get(_HISTORY[fmt])),
                 target_key=target.key(),
                 config=config,
                 pre_call_report=report if stage == "pre_call" else first,
@@ -284,14 +295,14 @@ class GovernanceHook(CustomLogger):
         return updated if updated is not request else None
 
     def _request_config(
-        self, config: GovernanceConfig, request: Mapping[str, Any]
+        self, config: GovernanceConfig, request: Mapping[str, Any], fmt: Format
     ) -> tuple[GovernanceConfig, int | None, list[str]]:
         """Apply the client's ``metadata.governance`` where the operator allows it, within bounds.
 
         Returns the config, a window the client asked for (bounded later by the model's own),
         and notes for the report.
         """
-        metadata = request.get("metadata")
+        metadata = request.get(_METADATA[fmt])
         overrides = metadata.get(SETTINGS_KEY) if isinstance(metadata, Mapping) else None
         if not overrides:
             return config, None, []
@@ -330,13 +341,8 @@ class GovernanceHook(CustomLogger):
         """The proxy's deployment of `group` with the largest window (or `group` itself)."""
         if not isinstance(group, str) or not group:
             raise InvalidRequestError("the request has no 'model'")
-        try:
-            from litellm.proxy.proxy_server import llm_router
-        except ImportError:  # pragma: no cover - only the proxy calls this hook
-            llm_router = None
-        deployments = llm_router.get_model_list(model_name=group) if llm_router is not None else None
         best: tuple[int, _Target] | None = None
-        for deployment in deployments or []:
+        for deployment in _proxy_deployments(group):
             params = deployment.get("litellm_params") or {}
             model = params.get("model")
             if not isinstance(model, str):
@@ -350,9 +356,40 @@ class GovernanceHook(CustomLogger):
                 best = (window or 0, target)
         return best[1] if best is not None else _Target(group)
 
+    def _config_error(
+        self, request: dict[str, Any], fmt: Format, stage: str, exc: ConfigError, *, fail_closed: bool
+    ) -> None:
+        """A configuration error: reported as one (naming the field), again every minute while it
+        lasts; the request goes through ungoverned unless the operator set ``fail_closed``."""
+        if fail_closed:
+            raise _rejection(request, f"a configuration error: {exc}") from exc
+        message = str(exc)
+        now = time.monotonic()
+        with self._lock:
+            last = self._config_errors_logged.get(message)
+            due = last is None or now - last >= _CONFIG_ERROR_INTERVAL
+            if due:
+                self._config_errors_logged[message] = now
+        if due:
+            # A configuration error names config fields and values, never request content.
+            logger.warning("governance skipped (configuration error, stage %s): %s; request sent unchanged", stage, exc)
+        _record(
+            request,
+            fmt,
+            {
+                "skipped": True,
+                "error": "ConfigError",
+                "config_error": message,
+                "stage": stage,
+                "changed": False,
+                "summary": "skipped (configuration error)",
+            },
+        )
+
     def _failed(
         self,
         request: dict[str, Any],
+        fmt: Format,
         stage: str,
         exc: BaseException,
         *,
@@ -362,23 +399,16 @@ class GovernanceHook(CustomLogger):
         """Fail closed (raise a 400), or log once and let the request through with a note."""
         where = _where(exc)
         if fail_closed:
-            model = request.get("model")
-            raise BadRequestError(
-                message=(
-                    f"litellm-governance rejected the request ({type(exc).__name__}"
-                    + (f": {exc}" if client_error else f" at {where}")
-                    + "); the operator set fail_closed"
-                ),
-                model=model if isinstance(model, str) else "",
-                llm_provider="litellm_governance",
-            ) from exc
-        kind = "not a governable chat request" if client_error else "internal error"
+            detail = f"{type(exc).__name__}: {exc}" if client_error else f"{type(exc).__name__} at {where}"
+            raise _rejection(request, detail) from exc
+        kind = "not a governable request" if client_error else "internal error"
         signature = f"{type(exc).__name__}:{where}"
-        level = logging.WARNING if signature not in self._failures_logged else logging.DEBUG
-        self._failures_logged.add(signature)
+        with self._lock:
+            first = signature not in self._failures_logged
+            self._failures_logged.add(signature)
         # Type and code location only: an exception's text may quote message content.
         logger.log(
-            level,
+            logging.WARNING if first else logging.DEBUG,
             "governance skipped (%s, %s at %s, stage %s): request sent unchanged",
             kind,
             type(exc).__name__,
@@ -387,6 +417,7 @@ class GovernanceHook(CustomLogger):
         )
         _record(
             request,
+            fmt,
             {
                 "skipped": True,
                 "error": type(exc).__name__,
@@ -398,43 +429,88 @@ class GovernanceHook(CustomLogger):
         )
 
 
+def _rejection(request: Mapping[str, Any], detail: str) -> BadRequestError:
+    model = request.get("model")
+    return BadRequestError(
+        message=f"litellm-governance rejected the request ({detail}); the operator set fail_closed",
+        model=model if isinstance(model, str) else "",
+        llm_provider="litellm_governance",
+    )
+
+
+def _format_of(call_type: Any) -> Format | None:
+    return _FORMAT_OF_CALL.get(str(getattr(call_type, "value", call_type)))
+
+
+def _model_info_of(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for holder in (kwargs.get("metadata"), kwargs.get("litellm_metadata")):
+        if isinstance(holder, Mapping) and isinstance(holder.get("model_info"), Mapping):
+            return holder["model_info"]  # type: ignore[no-any-return]
+    info = kwargs.get("model_info")
+    return info if isinstance(info, Mapping) else None
+
+
 def _deployment_target(kwargs: Mapping[str, Any]) -> _Target:
     model = kwargs.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequestError("the request has no 'model'")
-    info: Mapping[str, Any] | None = None
-    for holder in (kwargs.get("metadata"), kwargs.get("litellm_metadata")):
-        if isinstance(holder, Mapping) and isinstance(holder.get("model_info"), Mapping):
-            info = holder["model_info"]
-            break
-    if info is None and isinstance(kwargs.get("model_info"), Mapping):
-        info = kwargs["model_info"]
     provider = kwargs.get("custom_llm_provider")
-    return _Target(model, provider if isinstance(provider, str) and provider else None, info)
+    return _Target(model, provider if isinstance(provider, str) and provider else None, _model_info_of(kwargs))
 
 
-def _plain_messages(messages: object) -> object:
-    """Messages as plain dicts: SDK users sometimes pass LiteLLM/OpenAI message objects back."""
-    if not isinstance(messages, list) or all(isinstance(m, dict) for m in messages):
-        return messages
-    return [
-        m.model_dump(exclude_none=True) if hasattr(m, "model_dump") and not isinstance(m, dict) else m for m in messages
-    ]
+def _translated_later(fmt: Format, kwargs: Mapping[str, Any]) -> bool:
+    """Whether LiteLLM will translate this ``/v1/messages`` or ``/v1/responses`` call into
+    another format for its deployment (its inner call is then governed instead). Asks LiteLLM's
+    own provider table, as its dispatch does; when that cannot be told, governs here too."""
+    model = kwargs.get("model")
+    provider = kwargs.get("custom_llm_provider")
+    info = _model_info_of(kwargs) or {}
+    endpoints = info.get("supported_endpoints")
+    route = "/v1/messages" if fmt == "anthropic" else "/v1/responses"
+    if isinstance(endpoints, (list, tuple)) and route in endpoints:
+        return False  # the operator declared the deployment serves this route untranslated
+    if not isinstance(model, str):
+        return False
+    return _translated(fmt, model, provider if isinstance(provider, str) else None)
 
 
-def _max_output(request: Mapping[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = request.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+@functools.lru_cache(maxsize=1024)
+def _translated(fmt: Format, model: str, provider: str | None) -> bool:
+    try:
+        from litellm.types.utils import LlmProviders
+        from litellm.utils import ProviderConfigManager
+
+        if not provider:
+            with quiet(litellm):
+                provider = litellm.get_llm_provider(model=model)[1]
+        llm_provider = LlmProviders(provider)
+        native: object
+        if fmt == "anthropic":
+            native = ProviderConfigManager.get_provider_anthropic_messages_config(model=model, provider=llm_provider)
+        else:
+            native = ProviderConfigManager.get_provider_responses_api_config(model=model, provider=llm_provider)
+    except Exception:  # noqa: BLE001 - any LiteLLM version or provider we cannot ask: govern here
+        return False
+    return native is None
 
 
-def _spend_logs(request: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
-    """``metadata["spend_logs_metadata"]``: the metadata LiteLLM's standard logging payload keeps."""
-    metadata = request.get("metadata")
+def _proxy_deployments(group: str) -> list[Mapping[str, Any]]:
+    try:
+        from litellm.proxy.proxy_server import llm_router
+    except ImportError:  # pragma: no cover - only the proxy calls this hook
+        return []
+    if llm_router is None:
+        return []
+    return list(llm_router.get_model_list(model_name=group) or [])
+
+
+def _spend_logs(request: dict[str, Any], fmt: Format, *, create: bool) -> dict[str, Any] | None:
+    """``spend_logs_metadata`` in the request's LiteLLM metadata: the part of it LiteLLM's
+    standard logging payload keeps."""
+    key = _METADATA[fmt]
+    metadata = request.get(key)
     if metadata is None and create:
-        metadata = request["metadata"] = {}
+        metadata = request[key] = {}
     if not isinstance(metadata, dict):
         return None
     spend = metadata.get("spend_logs_metadata")
@@ -447,23 +523,37 @@ def _spend_logs(request: dict[str, Any], *, create: bool) -> dict[str, Any] | No
 
 
 def _report_slot(request: dict[str, Any]) -> dict[str, Any] | None:
-    spend = _spend_logs(request, create=False)
-    report = spend.get(REPORT_KEY) if spend is not None else None
-    return report if isinstance(report, dict) else None
+    formats: tuple[Format, ...] = ("chat", "anthropic")
+    for fmt in formats:
+        spend = _spend_logs(request, fmt, create=False)
+        report = spend.get(REPORT_KEY) if spend is not None else None
+        if isinstance(report, dict):
+            return report
+    return None
 
 
-def _record(request: dict[str, Any], entry: dict[str, Any]) -> None:
-    """Put `entry` at metadata.spend_logs_metadata.governance, where LiteLLM's standard logging
-    payload (every logging integration) and the proxy's header hook find it."""
-    spend = _spend_logs(request, create=True)
+def _record(request: dict[str, Any], fmt: Format, entry: dict[str, Any]) -> None:
+    """Put `entry` at ``spend_logs_metadata.governance`` of the request's LiteLLM metadata, where
+    LiteLLM's standard logging payload (every logging integration) and the header hook find it."""
+    spend = _spend_logs(request, fmt, create=True)
     if spend is not None:
         spend[REPORT_KEY] = entry
 
 
-def _approximate_chars(messages: object) -> int:
-    if not isinstance(messages, list):
+def _approximate_chars(history: object) -> int:
+    if isinstance(history, str):
+        return len(history)
+    if not isinstance(history, list):
         return 0
-    return sum(len(m["content"]) for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str))
+    total = 0
+    for message in history:
+        if isinstance(message, dict):
+            content = message.get("content", message.get("output"))
+            if isinstance(content, str):
+                total += len(content)
+            elif isinstance(content, list):
+                total += sum(len(b.get("text") or b.get("content") or "") for b in content if isinstance(b, dict))
+    return total
 
 
 def _with_notes(report: GovernanceReport, notes: list[str]) -> GovernanceReport:
@@ -474,7 +564,9 @@ def _with_notes(report: GovernanceReport, notes: list[str]) -> GovernanceReport:
 
 def _log_report(report: GovernanceReport, stage: str) -> None:
     if report.changed:
-        logger.info("governed %s [%s, %s]: %s", report.model, report.profile, stage, report.summary())
+        logger.info(
+            "governed %s [%s, %s, %s]: %s", report.model, report.format, report.profile, stage, report.summary()
+        )
 
 
 def _where(exc: BaseException) -> str:
@@ -485,14 +577,91 @@ def _where(exc: BaseException) -> str:
     return f"{Path(last.filename).name}:{last.lineno}"
 
 
+def _check_proxy_settings() -> None:
+    """Warn about a ``callback_settings`` section that looks like a misspelling of ours."""
+    settings = getattr(litellm, "callback_settings", None)
+    if not isinstance(settings, Mapping):
+        return
+    for name in settings:
+        if isinstance(name, str) and name != SETTINGS_KEY and suggestion(name, [SETTINGS_KEY]):
+            logger.warning(
+                "callback_settings.%s is not read by litellm-governance: did you mean callback_settings.%s?",
+                short_repr(name),
+                SETTINGS_KEY,
+            )
+
+
+def validate_deployments(deployments: list[Mapping[str, Any]]) -> list[str]:
+    """Problems in the governance fields of a proxy's ``model_list`` (one line each, naming the
+    deployment and the field)."""
+    problems: list[str] = []
+    for index, deployment in enumerate(deployments):
+        if not isinstance(deployment, Mapping):
+            continue
+        info = deployment.get("model_info")
+        if not isinstance(info, Mapping):
+            continue
+        name = deployment.get("model_name")
+        where = f"model_list[{index}] (model_name {short_repr(name)})"
+        for key in info:
+            if isinstance(key, str) and key.startswith("governance") and key != "governance_profile":
+                hint = suggestion(key, ["governance_profile"])
+                problems.append(
+                    f"{where}: model_info.{short_repr(key)[1:-1]} is not a field litellm-governance reads{hint}"
+                )
+        profile = info.get("governance_profile")
+        if profile is not None and profile not in PROFILES:
+            hint = suggestion(str(profile), list(PROFILES))
+            problems.append(f"{where}: model_info.governance_profile is not one of {', '.join(sorted(PROFILES))}{hint}")
+    return problems
+
+
+def _validate_proxy_models_soon() -> None:
+    """Once the proxy has built its router (callbacks load before the model list), check every
+    deployment's governance fields and say what is wrong at start-up."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    deadline = time.monotonic() + 120
+
+    def check() -> None:
+        try:
+            from litellm.proxy import proxy_server
+        except ImportError:  # pragma: no cover
+            return
+        router = getattr(proxy_server, "llm_router", None)
+        if router is None:
+            if time.monotonic() < deadline:
+                loop.call_later(0.2, check)
+            return
+        for problem in validate_deployments(list(getattr(router, "model_list", None) or [])):
+            logger.error("configuration error: %s (requests to it are sent ungoverned)", problem)
+
+    loop.call_soon(check)
+
+
 def _proxy_instance() -> GovernanceHook:
-    hook = GovernanceHook()
     # In a proxy, show one line per changed request unless the operator configured logging.
     if not logger.handlers and logger.level == logging.NOTSET:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s - litellm_governance - %(levelname)s - %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+    _check_proxy_settings()
+    try:
+        hook = GovernanceHook()
+    except ConfigError as exc:
+        logger.error("litellm-governance cannot start: %s", exc)
+        raise
+    from . import __version__
+
+    logger.info(
+        "litellm-governance %s active (chat, /v1/messages, /v1/responses): %s",
+        __version__,
+        hook.config.describe(),
+    )
+    _validate_proxy_models_soon()
     return hook
 
 

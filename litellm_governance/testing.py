@@ -6,9 +6,17 @@ completions, responses, models; streaming too) plus Anthropic's
 ``/v1/messages``, and records every request it receives, so a test can check
 what actually reached the "provider" after LiteLLM and its callbacks have run.
 It uses only the standard library and never touches the network beyond
-loopback. Point ``openai/``, ``hosted_vllm/``, ``deepseek/``... models at
-:attr:`RecordingUpstream.base_url` and ``anthropic/`` models at
-:attr:`RecordingUpstream.root_url`.
+loopback. Point ``openai/``, ``hosted_vllm/``, ``deepseek/``, ``zai/``, ``mistral/``,
+``moonshot/``... models at :attr:`RecordingUpstream.base_url`, and ``anthropic/``,
+``gemini/`` and ``bedrock/converse/`` models at :attr:`RecordingUpstream.root_url`
+(it also serves Gemini's ``models/{model}:generateContent`` and Bedrock's
+``/model/{model}/converse``, streaming included).
+
+``RecordingUpstream(emulate="glm", window=32768, token_rate=1.3)`` makes it behave like
+that provider (see :mod:`litellm_governance.emulation`): a request that breaks one of the
+provider's documented rules, or does not fit the window, gets the provider's real status and
+error body; an accepted one reports the provider-style prompt token count in ``usage``.
+``record_dir=`` writes every request received to a directory, one JSON file each.
 
 Use it as a context manager::
 
@@ -19,7 +27,8 @@ Use it as a context manager::
                            api_key="sk-fake", messages=[...])
         assert upstream.bodies()[0]["messages"] == [...]
 
-or run it as a separate process: ``python -m litellm_governance.testing --port 8099``.
+or run it as a separate process: ``python -m litellm_governance.testing --port 8099
+[--emulate glm] [--window 32768] [--token-rate 1.3] [--record-dir DIR]``.
 
 :func:`start_proxy` runs ``litellm --config`` (your config, as a dict) on a free loopback port,
 offline and with a fresh master key, for end-to-end tests of a proxy configuration.
@@ -33,22 +42,27 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+
+from litellm_governance.emulation import PROVIDERS, Emulator, count_text_tokens
 
 __all__ = [
     "ProxyProcess",
@@ -76,6 +90,27 @@ _KIND_PATHS = {
     "responses": _RESPONSES_PATHS,
     "messages": _MESSAGES_PATHS,
 }
+# Gemini (``gemini/`` with ``api_base`` = root URL) and Bedrock Converse (``bedrock/converse/`` with
+# ``api_base`` = root URL) put the model in the path.
+_GEMINI_PATH = re.compile(
+    r"^(?:/v1beta|/v1)?/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$"
+)
+_CONVERSE_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<method>converse|converse-stream)$")
+_KINDS = (*_KIND_PATHS, "gemini", "converse")
+
+
+def _route(path: str) -> tuple[str, str | None, bool] | None:
+    """``(kind, model from the path, streaming by path)`` for a POST path this server answers."""
+    for kind, paths in _KIND_PATHS.items():
+        if path in paths:
+            return kind, None, False
+    match = _GEMINI_PATH.match(path)
+    if match:
+        return "gemini", unquote(match["model"]), match["method"] == "streamGenerateContent"
+    match = _CONVERSE_PATH.match(path)
+    if match:
+        return "converse", unquote(match["model"]), match["method"] == "converse-stream"
+    return None
 
 
 @dataclass(frozen=True)
@@ -85,7 +120,8 @@ class RecordedRequest:
     ``headers`` are lower-cased; secret headers (``authorization``,
     ``api-key``, ...) are left out and only their presence is kept in
     ``has_authorization``. ``body`` is the parsed JSON body, or ``None`` when the
-    body was empty or not JSON. ``status`` is the HTTP status the upstream answered.
+    body was empty or not JSON. ``status`` is the HTTP status the upstream answered;
+    ``rule`` the id of the emulated provider rule that rejected it (``None`` if none did).
     """
 
     method: str
@@ -95,14 +131,23 @@ class RecordedRequest:
     has_authorization: bool
     body: Any
     status: int
+    rule: str | None = None
 
     @property
     def model(self) -> str | None:
-        """The ``model`` field of the body, if any."""
+        """The ``model`` field of the body, else the model named in the path (Gemini, Bedrock)."""
         if isinstance(self.body, dict):
             model = self.body.get("model")
-            return model if isinstance(model, str) else None
-        return None
+            if isinstance(model, str):
+                return model
+        route = _route(self.path) if self.method == "POST" else None
+        return route[1] if route is not None else None
+
+    @property
+    def kind(self) -> str | None:
+        """``chat``, ``completions``, ``responses``, ``messages``, ``gemini`` or ``converse`` (POST only)."""
+        route = _route(self.path) if self.method == "POST" else None
+        return route[0] if route is not None else None
 
 
 @dataclass
@@ -113,6 +158,9 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     records: list[RecordedRequest] = field(default_factory=list)
     ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    emulator: Emulator | None = None
+    record_dir: Path | None = None
+    file_numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
 
 def _failure_map(models: Iterable[str] | Mapping[str, int], status: int) -> dict[str, int]:
@@ -164,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def _record(self, body: Any, status: int) -> None:
+    def _record(self, body: Any, status: int, rule: str | None = None) -> None:
         split = urlsplit(self.path)
         headers: dict[str, str] = {}
         has_auth = False
@@ -182,28 +230,35 @@ class _Handler(BaseHTTPRequestHandler):
             has_authorization=has_auth,
             body=body,
             status=status,
+            rule=rule,
         )
         state = self.server.state
         with state.lock:
             state.records.append(record)
+            number = next(state.file_numbers) if state.record_dir is not None else 0
+            record_dir = state.record_dir
+        if record_dir is not None:
+            _write_record(record_dir, number, record)
 
-    def _send_json(self, status: int, payload: object) -> None:
+    def _send_json(self, status: int, payload: object, headers: Mapping[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
-    def _start_sse(self) -> None:
+    def _start_sse(self, content_type: str = "text/event-stream") -> None:
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-type", content_type)
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
 
-    def _send_chunk(self, text: str) -> None:
-        data = text.encode()
+    def _send_chunk(self, text: str | bytes) -> None:
+        data = text.encode() if isinstance(text, str) else text
         self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
@@ -239,27 +294,43 @@ class _Handler(BaseHTTPRequestHandler):
         self._not_found(None)
 
     def do_POST(self) -> None:
-        """Answer the OpenAI POST endpoints; anything else is a 404."""
+        """Answer the OpenAI, Anthropic, Gemini and Bedrock POST endpoints; anything else is a 404."""
         path = urlsplit(self.path).path
         body = self._read_body()
-        handlers: dict[frozenset[str], Callable[[dict[str, Any]], None]] = {
-            _CHAT_PATHS: self._chat,
-            _COMPLETION_PATHS: self._completion,
-            _RESPONSES_PATHS: self._responses,
-            _MESSAGES_PATHS: self._messages,
-        }
-        for paths, handler in handlers.items():
-            if path in paths:
-                if not isinstance(body, dict):
-                    self._record(body, 400)
-                    self._send_error(400, "Request body must be a JSON object.", "invalid_request_error")
-                    return
-                if self._maybe_fail(body):
-                    return
-                self._record(body, 200)
-                handler(body)
+        route = _route(path)
+        if route is None:
+            self._not_found(body)
+            return
+        kind, path_model, path_stream = route
+        if not isinstance(body, dict):
+            self._record(body, 400)
+            self._send_error(400, "Request body must be a JSON object.", "invalid_request_error")
+            return
+        if self._maybe_fail(body, path_model):
+            return
+        state = self.server.state
+        with state.lock:
+            emulator = state.emulator
+        self._prompt_tokens: int | None = None
+        if emulator is not None:
+            rejection, self._prompt_tokens = emulator.check(kind, body, path_model)
+            if rejection is not None:
+                self._record(body, rejection.status, rejection.rule_id)
+                self._send_json(rejection.status, rejection.body, rejection.headers)
                 return
-        self._not_found(body)
+        self._record(body, 200)
+        handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "chat": self._chat,
+            "completions": self._completion,
+            "responses": self._responses,
+            "messages": self._messages,
+        }
+        if kind == "gemini":
+            self._gemini(body, path_model or "unknown", path_stream)
+        elif kind == "converse":
+            self._converse(body, path_model or "unknown", path_stream)
+        else:
+            handlers[kind](body)
 
     def _not_found(self, body: Any) -> None:
         self._record(body, 404)
@@ -268,9 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, status: int, message: str, kind: str, code: str | None = None) -> None:
         self._send_json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
 
-    def _maybe_fail(self, body: Mapping[str, Any]) -> bool:
+    def _maybe_fail(self, body: Mapping[str, Any], path_model: str | None = None) -> bool:
         state = self.server.state
-        model = body.get("model")
+        model = body.get("model", path_model)
         with state.lock:
             status = state.fail_models.get(model) if isinstance(model, str) else None
         if status is None:
@@ -289,8 +360,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- endpoints ------------------------------------------------------
     def _usage(self, prompt: object, reply: str) -> dict[str, int]:
-        prompt_tokens = _estimate_tokens(prompt)
-        completion_tokens = max(1, len(reply) // 4)
+        emulated = getattr(self, "_prompt_tokens", None)
+        if emulated is not None:  # the emulated provider's own count
+            prompt_tokens = emulated
+            completion_tokens = max(1, count_text_tokens(reply))
+        else:
+            prompt_tokens = _estimate_tokens(prompt)
+            completion_tokens = max(1, len(reply) // 4)
         return {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -473,6 +549,102 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_event({"type": "message_stop"}, event="message_stop")
         self._end_sse(done=False)
 
+    def _gemini(self, body: dict[str, Any], model: str, stream: bool) -> None:
+        """Gemini ``generateContent`` / ``streamGenerateContent?alt=sse``."""
+        reply = self._reply_for(body)
+        usage = self._usage(body.get("contents"), reply)
+        gemini_usage = {
+            "promptTokenCount": usage["prompt_tokens"],
+            "candidatesTokenCount": usage["completion_tokens"],
+            "totalTokenCount": usage["total_tokens"],
+        }
+        ident = f"recording-{self._next_id()}"
+
+        def response(text: str, finish: str | None, final: bool) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+            if finish:
+                candidate["finishReason"] = finish
+            partial = {"promptTokenCount": usage["prompt_tokens"], "totalTokenCount": usage["prompt_tokens"]}
+            return {
+                "candidates": [candidate],
+                "usageMetadata": gemini_usage if final else partial,
+                "modelVersion": model,
+                "responseId": ident,
+            }
+
+        if not stream:
+            self._send_json(200, response(reply, "STOP", True))
+            return
+        self._start_sse()
+        pieces = _chunks_of(reply)
+        for number, piece in enumerate(pieces):
+            last = number == len(pieces) - 1
+            self._send_chunk(f"data: {json.dumps(response(piece, 'STOP' if last else None, last))}\r\n\r\n")
+        self._end_sse(done=False)
+
+    def _converse(self, body: dict[str, Any], model: str, stream: bool) -> None:
+        """Bedrock ``converse`` / ``converse-stream`` (AWS event-stream frames)."""
+        reply = self._reply_for(body)
+        usage = self._usage(body.get("messages"), reply)
+        bedrock_usage = {
+            "inputTokens": usage["prompt_tokens"],
+            "outputTokens": usage["completion_tokens"],
+            "totalTokens": usage["total_tokens"],
+        }
+        if not stream:
+            message = {"role": "assistant", "content": [{"text": reply}]}
+            payload = {
+                "output": {"message": message},
+                "stopReason": "end_turn",
+                "usage": bedrock_usage,
+                "metrics": {"latencyMs": 1},
+            }
+            self._send_json(200, payload)
+            return
+        self._start_sse("application/vnd.amazon.eventstream")
+        self._send_chunk(_event_stream_frame("messageStart", {"role": "assistant"}))
+        for piece in _chunks_of(reply):
+            self._send_chunk(
+                _event_stream_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}})
+            )
+        self._send_chunk(_event_stream_frame("contentBlockStop", {"contentBlockIndex": 0}))
+        self._send_chunk(_event_stream_frame("messageStop", {"stopReason": "end_turn"}))
+        self._send_chunk(_event_stream_frame("metadata", {"usage": bedrock_usage, "metrics": {"latencyMs": 1}}))
+        self._end_sse(done=False)
+
+
+def _event_stream_frame(event_type: str, payload: Mapping[str, Any]) -> bytes:
+    """One AWS event-stream message (``application/vnd.amazon.eventstream``) carrying a JSON event."""
+    headers = b""
+    for name, value in ((":event-type", event_type), (":content-type", "application/json"), (":message-type", "event")):
+        raw_name, raw_value = name.encode(), value.encode()
+        headers += struct.pack(">B", len(raw_name)) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
+    body = json.dumps(payload).encode()
+    total = 12 + len(headers) + len(body) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    prelude += struct.pack(">I", zlib.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + headers + body
+    return message + struct.pack(">I", zlib.crc32(message) & 0xFFFFFFFF)
+
+
+def _write_record(directory: Path, number: int, record: RecordedRequest) -> None:
+    """Write one received request to ``directory`` as ``NNNNNN.json`` (secret headers already left out)."""
+    data = {
+        "number": number,
+        "method": record.method,
+        "path": record.path,
+        "query": record.query,
+        "headers": dict(record.headers),
+        "has_authorization": record.has_authorization,
+        "status": record.status,
+        "rule": record.rule,
+        "body": record.body,
+    }
+    target = directory / f"{number:06d}.json"
+    partial = target.with_suffix(".json.partial")
+    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    partial.replace(target)
+
 
 class _Server(ThreadingHTTPServer):
     """A threading HTTP server carrying the shared :class:`_State`."""
@@ -503,6 +675,21 @@ class RecordingUpstream:
         models: model ids listed by ``GET /v1/models``.
         host: interface to bind; loopback by default.
         port: TCP port; 0 picks a free one.
+        emulate: behave like this provider (one of
+            :data:`litellm_governance.emulation.PROVIDERS`: ``"openai"``, ``"anthropic"``,
+            ``"gemini"``, ``"bedrock"``, ``"mistral"``, ``"deepseek"``, ``"moonshot"``,
+            ``"glm"``, ``"vllm"``): requests that break its rules get its real error.
+        window: the emulated context window in tokens (``None``: no limit). A prompt that
+            does not fit ``window`` minus the requested output tokens gets the provider's
+            context-length error (the generic format of the endpoint if ``emulate`` is unset).
+        token_rate: how many provider tokens one tiktoken ``cl100k_base`` token counts as.
+        default_max_tokens: output reserve when a request states no ``max_tokens``.
+        record_dir: write every request received to this directory, one JSON file each
+            (numbered; path, headers without secrets, body, status, rejecting rule).
+
+    With ``emulate`` or ``window`` set, ``usage`` reports the emulator's prompt count
+    (``prompt_tokens`` / ``input_tokens`` / ``promptTokenCount`` / ``inputTokens``).
+    Change emulation later with :meth:`set_emulation`.
     """
 
     DEFAULT_REPLY: ClassVar[str] = "ok"
@@ -516,8 +703,17 @@ class RecordingUpstream:
         models: Sequence[str] = ("recording-model",),
         host: str = "127.0.0.1",
         port: int = 0,
+        emulate: str | None = None,
+        window: int | None = None,
+        token_rate: float = 1.0,
+        default_max_tokens: int = 0,
+        record_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._state = _State(reply=reply, fail_models=_failure_map(fail_models, fail_status), models=tuple(models))
+        self._state.emulator = _emulator(emulate, window, token_rate, default_max_tokens)
+        if record_dir is not None:
+            self._state.record_dir = Path(record_dir)
+            self._state.record_dir.mkdir(parents=True, exist_ok=True)
         self._address = (host, port)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -586,6 +782,30 @@ class RecordingUpstream:
         with self._state.lock:
             self._state.fail_models = failures
 
+    def set_emulation(
+        self,
+        emulate: str | None,
+        *,
+        window: int | None = None,
+        token_rate: float = 1.0,
+        default_max_tokens: int = 0,
+    ) -> None:
+        """Emulate another provider (or none: ``emulate=None``, ``window=None``) from the next request on."""
+        emulator = _emulator(emulate, window, token_rate, default_max_tokens)
+        with self._state.lock:
+            self._state.emulator = emulator
+
+    @property
+    def emulation(self) -> Emulator | None:
+        """The current :class:`~litellm_governance.emulation.Emulator`, or ``None``."""
+        with self._state.lock:
+            return self._state.emulator
+
+    @property
+    def record_dir(self) -> Path | None:
+        """Where every request is written as a JSON file, if anywhere."""
+        return self._state.record_dir
+
     # --- recordings -------------------------------------------------------
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -602,14 +822,22 @@ class RecordingUpstream:
         """Parsed bodies of recorded requests of one ``kind``, optionally for one ``model``.
 
         ``kind`` is ``"chat"`` (``/v1/chat/completions``, the default), ``"completions"``,
-        ``"responses"`` or ``"messages"`` (Anthropic ``/v1/messages``).
+        ``"responses"``, ``"messages"`` (Anthropic ``/v1/messages``), ``"gemini"``
+        (``models/{model}:generateContent``) or ``"converse"`` (Bedrock ``/model/{model}/converse``).
         """
-        paths = _KIND_PATHS[kind]
+        if kind not in _KINDS:
+            raise KeyError(kind)
         return [
             r.body
             for r in self.requests
-            if r.path in paths and isinstance(r.body, dict) and (model is None or r.model == model)
+            if r.kind == kind and isinstance(r.body, dict) and (model is None or r.model == model)
         ]
+
+
+def _emulator(emulate: str | None, window: int | None, token_rate: float, default_max_tokens: int) -> Emulator | None:
+    if emulate is None and window is None:
+        return None
+    return Emulator(emulate, window, token_rate, default_max_tokens)
 
 
 # ---- a real LiteLLM proxy process ----------------------------------------------------------------
@@ -801,12 +1029,31 @@ def start_proxy(
     raise ProxyStartError(f"proxy process exited during start-up; log tail:\n{last_error}")
 
 
-def serve(port: int = 0, *, reply: str = RecordingUpstream.DEFAULT_REPLY, fail_models: Iterable[str] = ()) -> None:
+def serve(
+    port: int = 0,
+    *,
+    reply: str = RecordingUpstream.DEFAULT_REPLY,
+    fail_models: Iterable[str] = (),
+    emulate: str | None = None,
+    window: int | None = None,
+    token_rate: float = 1.0,
+    default_max_tokens: int = 0,
+    record_dir: str | os.PathLike[str] | None = None,
+) -> None:
     """Run a :class:`RecordingUpstream` in the foreground, printing its base URL first.
 
     Serves until SIGINT (Ctrl-C) or SIGTERM, then closes the socket.
     """
-    upstream = RecordingUpstream(reply=reply, fail_models=fail_models, port=port).start()
+    upstream = RecordingUpstream(
+        reply=reply,
+        fail_models=fail_models,
+        port=port,
+        emulate=emulate,
+        window=window,
+        token_rate=token_rate,
+        default_max_tokens=default_max_tokens,
+        record_dir=record_dir,
+    ).start()
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
@@ -824,7 +1071,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Command-line entry point: ``python -m litellm_governance.testing --port N``."""
     parser = argparse.ArgumentParser(
         prog="python -m litellm_governance.testing",
-        description="Run a recording OpenAI-compatible upstream on 127.0.0.1.",
+        description=(
+            "Run a recording upstream on 127.0.0.1 (OpenAI, Anthropic, Gemini and Bedrock Converse endpoints), "
+            "optionally emulating a provider's request rules and context window."
+        ),
     )
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     parser.add_argument("--reply", default=RecordingUpstream.DEFAULT_REPLY, help="assistant reply text")
@@ -835,8 +1085,32 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="MODEL",
         help="answer 400 (context length) for MODEL",
     )
+    parser.add_argument("--emulate", choices=PROVIDERS, default=None, help="reject requests as this provider does")
+    parser.add_argument("--window", type=int, default=None, metavar="TOKENS", help="emulated context window")
+    parser.add_argument(
+        "--token-rate", type=float, default=1.0, metavar="RATE", help="provider tokens per tiktoken token (default 1.0)"
+    )
+    parser.add_argument(
+        "--default-max-tokens",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="output reserve when a request states no max_tokens (default 0)",
+    )
+    parser.add_argument(
+        "--record-dir", default=None, metavar="DIR", help="write every request received to DIR, one JSON file each"
+    )
     args = parser.parse_args(argv)
-    serve(args.port, reply=args.reply, fail_models=args.fail_model)
+    serve(
+        args.port,
+        reply=args.reply,
+        fail_models=args.fail_model,
+        emulate=args.emulate,
+        window=args.window,
+        token_rate=args.token_rate,
+        default_max_tokens=args.default_max_tokens,
+        record_dir=args.record_dir,
+    )
 
 
 if __name__ == "__main__":

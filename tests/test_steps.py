@@ -396,8 +396,8 @@ class TestEnforceRoles:
                 calling("a"),
                 {"role": "tool", "tool_call_id": "a", "content": None},
             ],
-            [system(), user(""), calling("a"), result("a", "")],
-            id="null-content-becomes-empty-string",
+            [system(), user(SYNTHETIC_USER_CONTENT), calling("a"), result("a", "")],
+            id="null-user-dropped-null-result-becomes-empty-string",
         ),
     ]
 

@@ -125,16 +125,24 @@ def test_overrides_need_the_operators_permission(proxy: ProxyProcess, upstream: 
     assert all("omitted" not in m["content"] for m in messages if m["role"] == "tool")
 
 
-def test_internal_failure_fails_open_and_is_logged_once(configured: ProxyProcess, upstream: RecordingUpstream) -> None:
-    """A governance failure lets the original request through, with one warning and no content."""
+def test_configuration_error_fails_open_and_is_reported_as_one(
+    configured: ProxyProcess, upstream: RecordingUpstream
+) -> None:
+    """A deployment naming an unknown profile: the start-up log says which deployment and which
+    field; each request goes through unchanged, with a rate-limited warning that names the field
+    (a configuration error, not an internal one) and no content."""
     broken = [system(), user("secret-task-text"), user("more"), calling("x", content="go")]
     for _ in range(3):
         assert post(configured, {"model": "misconfigured", "messages": broken}).status_code == 200
     assert len(upstream.bodies(model="up-misconfigured")[-1]["messages"]) == len(broken)
     log = configured.log_path.read_text(encoding="utf-8", errors="replace")
-    assert log.count("governance skipped") == 1
+    startup = [line for line in log.splitlines() if "configuration error: model_list[1]" in line]
+    assert startup and "model_info.governance_profile" in startup[0] and "'misconfigured'" in startup[0]
+    skipped = [line for line in log.splitlines() if "governance skipped" in line]
+    assert len(skipped) == 1  # again at most once a minute while the error lasts
+    assert "configuration error" in skipped[0] and "model_info.governance_profile" in skipped[0]
     assert "secret-task-text" not in log
-    assert "skipped (ConfigError)" in response_header(configured, broken)
+    assert "skipped (configuration error)" in response_header(configured, broken)
 
 
 def response_header(proxy: ProxyProcess, messages: list[dict[str, Any]]) -> str:

@@ -1,0 +1,258 @@
+"""Anthropic Messages (``/v1/messages``): the client's body as an outline, and back.
+
+The steps work on chat-shaped messages (`_messages`). An Anthropic body becomes:
+
+* its top-level ``system`` (a string or text blocks) → one system message;
+* a user message → its ``tool_result`` blocks, each a ``tool`` message (``tool_call_id`` from
+  ``tool_use_id``), then the rest of its blocks as one user message (a *continuation* when it came
+  with results: text sent along with tool results does not set a new task);
+* an assistant message → one assistant message whose content is every block but ``tool_use``
+  (text, ``thinking`` and ``redacted_thinking`` with their signatures, server-tool blocks, unknown
+  blocks) and whose ``tool_calls`` stand for the ``tool_use`` blocks.
+
+Every outline message keeps its `Origin`: the client's message or block. Rendering walks the
+governed outline and re-emits the client's own objects: an untouched message is the client's
+object itself; an edited one is rebuilt from the client's blocks with only the edit applied (a
+stub for a result's content, a new id, a dropped call, merged turns). Results are always
+rendered at the start of the next user message, and results that follow an assistant turn with
+no user text after them make a user message of their own — the only place results can go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ._errors import InvalidRequestError
+from ._messages import ORIGIN, SYSTEM_ROLES, Message, Origin, interleave, origin
+
+__all__ = ["AnthropicOutline"]
+
+#: Block types that hold the turn's own reasoning: valid only in assistant turns.
+_ASSISTANT_ONLY: Final = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use"})
+_SYSTEM: Final = object()
+
+
+def _is_block(value: object, kind: str) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == kind
+
+
+class AnthropicOutline:
+    """An Anthropic Messages body (``messages`` and ``system``) as chat-shaped outline messages."""
+
+    format: Final = "anthropic"
+    text_type: Final = "text"
+
+    def __init__(self, messages: object, system: object = None) -> None:
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+            raise InvalidRequestError(
+                f"messages must be a list of Anthropic message dicts, got {type(messages).__name__}"
+            )
+        self.messages: list[Any] = list(messages)
+        self.count = len(self.messages)
+        self.system = system
+        self.view: list[Message] = []
+        # id(first outline message of a client message) -> (client message, its outline messages)
+        self._groups: dict[int, tuple[Any, tuple[Message, ...]]] = {}
+        if system is not None and system not in ("", []):
+            self.view.append({"role": "system", "content": system, ORIGIN: Origin(_SYSTEM)})
+        for index, message in enumerate(self.messages):
+            if not isinstance(message, dict):
+                raise InvalidRequestError(
+                    f"messages[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, "
+                    f"got {type(message).__name__}"
+                )
+            group = self._parse(message)
+            self._groups[id(group[0])] = (message, group)
+            self.view.extend(group)
+
+    @staticmethod
+    def _parse(message: dict[str, Any]) -> tuple[Message, ...]:
+        role = message.get("role")
+        content = message.get("content")
+        if role == "user" and type(content) is list and any(_is_block(b, "tool_result") for b in content):
+            results: list[Message] = []
+            rest: list[Any] = []
+            for block in content:
+                if _is_block(block, "tool_result"):
+                    result: Message = {
+                        "role": "tool",
+                        "tool_call_id": block.get("tool_use_id"),
+                        "content": block.get("content", ""),
+                        ORIGIN: Origin(block),
+                    }
+                    if block.get("cache_control"):
+                        result["cache_control"] = block["cache_control"]
+                    results.append(result)
+                else:
+                    rest.append(block)
+            if rest:
+                results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
+            return tuple(results)
+        if role == "assistant" and type(content) is list:
+            parts: list[Any] = []
+            calls: list[Message] = []
+            marker: object = None
+            for block in content:
+                if _is_block(block, "tool_use"):
+                    calls.append(
+                        {
+                            "id": block.get("id"),
+                            "type": "function",
+                            "function": {"name": block.get("name"), "arguments": block.get("input")},
+                            ORIGIN: Origin(block),
+                        }
+                    )
+                    marker = marker or block.get("cache_control")
+                else:
+                    parts.append(block)
+            assistant: Message = {"role": "assistant", "content": parts, ORIGIN: Origin(message, tuple(content))}
+            if calls:
+                assistant["tool_calls"] = calls
+            if marker:
+                assistant["cache_control"] = marker  # a breakpoint on a tool_use block protects this turn
+            return (assistant,)
+        return ({"role": role, "content": content, ORIGIN: Origin(message)},)
+
+    # ---- rendering ---------------------------------------------------------------------------
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        """The body's ``messages`` (and ``system``, when the body has or now needs one)."""
+        system: list[Message] = []
+        index = 0
+        while index < len(governed) and governed[index].get("role") in SYSTEM_ROLES:
+            system.append(governed[index])
+            index += 1
+        out: list[Any] = []
+        while index < len(governed):
+            message = governed[index]
+            role = message.get("role")
+            if role == "tool" or (role == "user" and not _is_recovered(message)):
+                end = index
+                while end < len(governed) and governed[end].get("role") == "tool":
+                    end += 1
+                if end < len(governed) and governed[end].get("role") == "user" and not _is_recovered(governed[end]):
+                    end += 1
+                out.append(self._user_turn(governed[index:end]))
+                index = end
+                continue
+            out.append(self._other(message))
+            index += 1
+        fields: dict[str, Any] = {"messages": out}
+        if len(system) == 1 and origin(system[0]) is not None and system[0]["content"] is self.system:
+            fields["system"] = self.system
+        elif system:
+            fields["system"] = _join_system([m.get("content") for m in system])
+        elif self.system is not None:
+            fields["system"] = self.system
+        return fields
+
+    def _original(self, group: Sequence[Message]) -> Any:
+        """The client's message when `group` is exactly the outline it became, untouched."""
+        found = self._groups.get(id(group[0]))
+        if (
+            found is not None
+            and len(found[1]) == len(group)
+            and all(a is b for a, b in zip(found[1], group, strict=True))
+        ):
+            return found[0]
+        return None
+
+    def _user_turn(self, group: Sequence[Message]) -> Any:
+        original = self._original(group)
+        if original is not None:
+            return original
+        blocks: list[Any] = []
+        base: Mapping[str, Any] = {}
+        text: Message | None = None
+        for message in group:
+            if message.get("role") == "tool":
+                blocks.append(_result_block(message))
+            else:
+                text = message
+        if text is not None:
+            found = origin(text)
+            if found is not None and isinstance(found.native, Mapping) and found.native.get("role") == "user":
+                base = found.native
+            content = text.get("content")
+            if not blocks:
+                return {**base, "role": "user", "content": content}
+            blocks.extend(_as_blocks(content))
+        return {**base, "role": "user", "content": blocks}
+
+    def _other(self, message: Message) -> Any:
+        original = self._original((message,))
+        if original is not None:
+            return original
+        found = origin(message)
+        base = found.native if found is not None and isinstance(found.native, Mapping) else {}
+        role = message.get("role")
+        if role == "assistant":
+            return {**base, "role": "assistant", "content": _assistant_content(message, found)}
+        content = message.get("content")
+        if role == "user":  # an assistant turn kept as the user's (`_roles`): no reasoning blocks there
+            if isinstance(content, list):
+                content = [b for b in content if not (isinstance(b, Mapping) and b.get("type") in _ASSISTANT_ONLY)]
+            return {**{k: v for k, v in base.items() if k != "content"}, "role": "user", "content": content}
+        return {**base, "role": role, "content": content}
+
+
+def _is_recovered(message: Message) -> bool:
+    """A user message made from an assistant turn: rendered on its own, never folded with results."""
+    found = origin(message)
+    return found is not None and isinstance(found.native, Mapping) and found.native.get("role") == "assistant"
+
+
+def _result_block(message: Message) -> dict[str, Any]:
+    """A ``tool_result`` block for an outline tool message: the client's block with the outline's
+    id and content, or a new one (a backfilled result, flagged ``is_error``)."""
+    found = origin(message)
+    content = message.get("content")
+    if found is not None and isinstance(found.native, Mapping):
+        block = dict(found.native)
+        block["tool_use_id"] = message.get("tool_call_id")
+        if content == "" and "content" not in found.native:
+            block.pop("content", None)
+        else:
+            block["content"] = content
+        return block
+    return {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": content, "is_error": True}
+
+
+def _assistant_content(message: Message, found: Origin | None) -> Any:
+    """An assistant turn's blocks: its content parts in their order, with each surviving call
+    put back where its ``tool_use`` block was (renamed if its id changed)."""
+    content = message.get("content")
+    calls = message.get("tool_calls")
+    order = found.order if found is not None else ()
+    if not calls and not order:
+        return content
+    return interleave(content if isinstance(content, list) else _as_blocks(content), calls, order, _tool_use)
+
+
+def _tool_use(block: Any, call: Mapping[str, Any]) -> Any:
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    if isinstance(block, Mapping):
+        return block if block.get("id") == call.get("id") else {**block, "id": call.get("id")}
+    arguments = function.get("arguments")
+    return {"type": "tool_use", "id": call.get("id"), "name": function.get("name"), "input": arguments or {}}
+
+
+def _as_blocks(content: object) -> list[Any]:
+    if isinstance(content, list):
+        return list(content)
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if content is None:
+        return []
+    return [content]
+
+
+def _join_system(contents: list[Any]) -> Any:
+    if all(isinstance(c, str) for c in contents):
+        return "\n\n".join(c for c in contents if c)
+    blocks: list[Any] = []
+    for content in contents:
+        blocks.extend(_as_blocks(content))
+    return blocks

@@ -1,0 +1,145 @@
+"""`govern_request`: govern a whole request body (or ``litellm`` kwargs) of any of the three
+formats, returning a governed copy of the body. No LiteLLM import: usable without LiteLLM."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
+
+from ._anthropic import AnthropicOutline
+from ._config import GovernanceConfig
+from ._errors import InvalidRequestError
+from ._pipeline import ChatOutline, Outline, run
+from ._report import GovernanceReport
+from ._responses import ResponsesOutline
+
+__all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request"]
+
+Format: TypeAlias = Literal["chat", "anthropic", "responses"]
+FORMATS: Final[tuple[Format, ...]] = ("chat", "anthropic", "responses")
+
+# Content block types only the Anthropic format has (chat uses image_url and tool messages).
+_ANTHROPIC_BLOCKS: Final = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "image",
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+    }
+)
+_CHAT_ROLES: Final = frozenset({"tool", "system", "developer", "function"})
+
+
+@dataclass(frozen=True)
+class GovernedRequest:
+    """A governed copy of a request and what was done to it."""
+
+    request: dict[str, Any]
+    report: GovernanceReport
+
+    @property
+    def format(self) -> str:
+        """The request format that was governed: ``chat``, ``anthropic`` or ``responses``."""
+        return self.report.format
+
+
+def detect_format(request: Mapping[str, Any]) -> Format:
+    """The format of a request body: ``responses`` when it carries ``input`` (and no
+    ``messages``), ``anthropic`` when it has a top-level ``system`` or Anthropic-only content
+    blocks, ``chat`` otherwise (plain user/assistant text reads the same in both)."""
+    if "messages" not in request and "input" in request:
+        return "responses"
+    if "system" in request:
+        return "anthropic"
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        for message in messages:
+            if not isinstance(message, Mapping):
+                continue
+            if message.get("role") in _CHAT_ROLES or "tool_calls" in message:
+                return "chat"
+            content = message.get("content")
+            if isinstance(content, list) and any(
+                isinstance(block, Mapping) and block.get("type") in _ANTHROPIC_BLOCKS for block in content
+            ):
+                return "anthropic"
+    return "chat"
+
+
+def govern_request(
+    request: Mapping[str, Any],
+    *,
+    format: Format | None = None,
+    config: GovernanceConfig | None = None,
+    model: str | None = None,
+    provider: str | None = None,
+    model_info: Mapping[str, Any] | None = None,
+    token_ratio: float | None = None,
+) -> GovernedRequest:
+    """Govern a request body — chat completions (``messages``), Anthropic Messages (``messages``
+    + ``system``) or Responses (``input`` + ``instructions``) — or the kwargs of the matching
+    ``litellm`` call. `format` defaults to `detect_format`.
+
+    `model` names the model to fit (default ``request["model"]``): for a Router model group,
+    pass the deployment's model or its `model_info`. Returns the request itself (not a copy)
+    when nothing changed. Raises `InvalidRequestError` for a request whose history is not a
+    list of dicts.
+    """
+    if not isinstance(request, Mapping):
+        raise InvalidRequestError(f"request must be a mapping (a request body), got {type(request).__name__}")
+    chosen = detect_format(request) if format is None else format
+    target_model = model or request.get("model")
+    if not isinstance(target_model, str) or not target_model:
+        raise InvalidRequestError("the request has no 'model' and none was given")
+    outline: Outline
+    if chosen == "chat":
+        outline = ChatOutline(plain_messages(request.get("messages")))
+        max_output = _max_output(request, ("max_completion_tokens", "max_tokens"))
+    elif chosen == "anthropic":
+        outline = AnthropicOutline(plain_messages(request.get("messages")), request.get("system"))
+        max_output = _max_output(request, ("max_tokens",))
+    elif chosen == "responses":
+        outline = ResponsesOutline(
+            plain_messages(request.get("input")), request.get("instructions"), request.get("previous_response_id")
+        )
+        max_output = _max_output(request, ("max_output_tokens",))
+    else:
+        raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {chosen!r}")
+    fields, report = run(
+        outline,
+        model=target_model,
+        tools=request.get("tools"),
+        max_output_tokens=max_output,
+        config=config,
+        provider=provider,
+        model_info=dict(model_info) if model_info else None,
+        token_ratio=token_ratio,
+    )
+    if not report.changed:
+        return GovernedRequest(request=request if isinstance(request, dict) else dict(request), report=report)
+    governed = dict(request)
+    governed.update(fields)
+    return GovernedRequest(request=governed, report=report)
+
+
+def plain_messages(messages: object) -> object:
+    """Messages as plain dicts: SDK users sometimes pass LiteLLM/OpenAI message objects back."""
+    if not isinstance(messages, list) or all(isinstance(m, dict) for m in messages):
+        return messages
+    return [
+        m.model_dump(exclude_none=True) if hasattr(m, "model_dump") and not isinstance(m, dict) else m for m in messages
+    ]
+
+
+def _max_output(request: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = request.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None

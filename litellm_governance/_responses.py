@@ -1,0 +1,266 @@
+"""OpenAI Responses (``/v1/responses``): the client's ``input`` items as an outline, and back.
+
+The steps work on chat-shaped messages (`_messages`). A Responses body becomes:
+
+* ``instructions`` → one system message (counted like one);
+* a ``message`` item (or a bare ``{"role", "content"}``) of role user, system or developer → that
+  message, its content parts (``input_text``, ``input_image``, ``input_file`` …) kept as they are;
+* a run of assistant-side items — ``reasoning`` (with ``encrypted_content``), assistant
+  ``message`` items, server-tool items (``web_search_call`` …) and tool calls — → one assistant
+  message: the calls (``function_call``, ``custom_tool_call``, ``local_shell_call`` and every other
+  ``*_call`` item with a ``call_id``) as its ``tool_calls``, every other item as a content part,
+  so a reasoning item stays with the call it precedes;
+* a ``*_call_output`` item → a ``tool`` message answering its ``call_id``;
+* anything else (``item_reference``, ``compaction``, unknown types) → a message of its own that
+  no rule touches, dropped only when snipping drops everything around it.
+
+A string ``input`` is a single user turn: there is nothing to govern and it is left alone.
+
+With ``previous_response_id`` the earlier history lives upstream: an output answering a call
+that is not in the visible input answers a stored call. It is kept, behind an assistant
+message that stands for the stored calls and is never rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ._errors import InvalidRequestError
+from ._messages import ORIGIN, TEXT_PARTS, Message, Origin, interleave, origin
+
+__all__ = ["ResponsesOutline"]
+
+_INSTRUCTIONS: Final = object()
+#: Assistant-side items that are not tool calls answered by the client.
+_ASSISTANT_ITEMS: Final = frozenset({"reasoning", "mcp_list_tools", "mcp_approval_request"})
+#: Role of an item no rule understands (any string no rule matches).
+OPAQUE_ROLE: Final = "x-item"
+
+
+def _call_id(item: Mapping[str, Any]) -> Any:
+    ident = item.get("call_id")
+    if ident is None and item.get("type") == "local_shell_call_output":
+        ident = item.get("id")  # local shell outputs name their call by `id`
+    return ident
+
+
+def _is_call(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    return isinstance(kind, str) and kind.endswith("_call") and "call_id" in item
+
+
+def _is_output(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    return isinstance(kind, str) and kind.endswith("_call_output")
+
+
+def _is_assistant_side(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    if kind in (None, "message"):
+        return item.get("role") == "assistant"
+    return kind in _ASSISTANT_ITEMS or (isinstance(kind, str) and kind.endswith("_call"))
+
+
+def _call_name(item: Mapping[str, Any]) -> Any:
+    name = item.get("name")
+    if name is None and isinstance(item.get("type"), str):
+        return item["type"].removesuffix("_call")  # local_shell, computer, shell, apply_patch …
+    return name
+
+
+class ResponsesOutline:
+    """A Responses body (``input`` and ``instructions``) as chat-shaped outline messages."""
+
+    format: Final = "responses"
+    text_type: Final = "input_text"
+
+    def __init__(self, items: object, instructions: object = None, previous_response_id: object = None) -> None:
+        self.items = items
+        self.count = 1 if isinstance(items, str) else len(items) if isinstance(items, list) else 0
+        self.instructions = instructions
+        #: The earlier history is stored upstream: only the visible input can be governed.
+        self.history_upstream = isinstance(previous_response_id, str) and bool(previous_response_id)
+        #: Why the input is left alone (a string input), or None.
+        self.left_alone: str | None = None
+        self.view: list[Message] = []
+        self._originals: set[int] = set()
+        if instructions is not None and instructions != "":
+            self.view.append({"role": "system", "content": instructions, ORIGIN: Origin(_INSTRUCTIONS)})
+        if isinstance(items, str):
+            self.left_alone = "input is a string (a single user turn): nothing to govern"
+            return
+        if isinstance(items, (bytes, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidRequestError(f"input must be a string or a list of items, got {type(items).__name__}")
+        run: Message | None = None
+        run_order: list[Any] = []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InvalidRequestError(
+                    f"input[{index}] must be an item dict like {{'role': 'user', 'content': '...'}}, "
+                    f"got {type(item).__name__}"
+                )
+            if _is_assistant_side(item):
+                if run is None:
+                    run, run_order = {"role": "assistant", "content": []}, []
+                    self.view.append(run)
+                run_order.append(item)
+                run[ORIGIN] = Origin(None, tuple(run_order))
+                if _is_call(item):
+                    call = {
+                        "id": item.get("call_id"),
+                        "type": "function",
+                        "function": {"name": _call_name(item), "arguments": _arguments(item)},
+                        ORIGIN: Origin(item),
+                    }
+                    run.setdefault("tool_calls", []).append(call)
+                else:
+                    run["content"].append(item)
+                continue
+            run = None
+            if _is_output(item):
+                self.view.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": _call_id(item),
+                        "content": item.get("output", ""),
+                        ORIGIN: Origin(item),
+                    }
+                )
+            elif item.get("type") in (None, "message") and isinstance(item.get("role"), str):
+                self.view.append({"role": item["role"], "content": item.get("content"), ORIGIN: Origin(item)})
+            else:
+                self.view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item)})
+        if self.history_upstream:
+            self._stand_in_for_stored_calls()
+        self._originals = {id(m) for m in self.view}
+
+    def _stand_in_for_stored_calls(self) -> None:
+        visible = {c.get("id") for m in self.view for c in m.get("tool_calls", ())}
+        stored: list[tuple[int, Message]] = [
+            (i, m) for i, m in enumerate(self.view) if m.get("role") == "tool" and m.get("tool_call_id") not in visible
+        ]
+        if not stored:
+            return
+        calls = []
+        seen: set[Any] = set()
+        for _, result in stored:
+            ident = result.get("tool_call_id")
+            if ident in seen or not isinstance(ident, str):
+                continue
+            seen.add(ident)
+            native = origin(result)
+            kind = native.native.get("type", "function_call_output") if native is not None else "function_call_output"
+            calls.append(
+                {
+                    "id": ident,
+                    "type": "function",
+                    "function": {"name": f"(stored {kind.removesuffix('_output')})", "arguments": None},
+                    ORIGIN: Origin(virtual=True),
+                }
+            )
+        stand_in: Message = {"role": "assistant", "content": [], "tool_calls": calls, ORIGIN: Origin(virtual=True)}
+        self.view.insert(stored[0][0], stand_in)
+
+    # ---- rendering ---------------------------------------------------------------------------
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        """The body's ``input`` (and ``instructions``)."""
+        if self.left_alone is not None:
+            return {}
+        call_types = {
+            c.get("id"): found.native.get("type")
+            for m in governed
+            for c in m.get("tool_calls", ())
+            if isinstance(c, Mapping) and (found := origin(c)) is not None and isinstance(found.native, Mapping)
+        }
+        out: list[Any] = []
+        fields: dict[str, Any] = {}
+        for message in governed:
+            found = origin(message)
+            unchanged = id(message) in self._originals
+            if found is not None and found.virtual:
+                continue
+            if found is not None and found.native is _INSTRUCTIONS:
+                fields["instructions"] = message.get("content")
+                continue
+            role = message.get("role")
+            if role == "assistant":
+                if unchanged and found is not None:
+                    out.extend(found.order)
+                else:
+                    order = found.order if found is not None else ()
+                    out.extend(interleave(_parts(message.get("content")), message.get("tool_calls"), order, _call_item))
+            elif role == "tool":
+                out.append(found.native if unchanged and found is not None else _output_item(message, call_types))
+            elif unchanged and found is not None:
+                out.append(found.native)
+            elif role == OPAQUE_ROLE:
+                out.extend(_parts(message.get("content")))
+            else:
+                out.append(_message_item(message, found))
+        fields["input"] = out
+        return fields
+
+
+def _arguments(item: Mapping[str, Any]) -> Any:
+    for key in ("arguments", "input", "action"):
+        if key in item:
+            return item[key]
+    return None
+
+
+def _parts(content: object) -> list[Any]:
+    if isinstance(content, list):
+        return content
+    return [] if content is None else [content]
+
+
+def _call_item(item: Any, call: Mapping[str, Any]) -> Any:
+    if isinstance(item, Mapping):
+        return item if item.get("call_id") == call.get("id") else {**item, "call_id": call.get("id")}
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    arguments = function.get("arguments")
+    return {
+        "type": "function_call",
+        "call_id": call.get("id"),
+        "name": function.get("name"),
+        "arguments": arguments if isinstance(arguments, str) else "{}",
+    }
+
+
+def _output_item(message: Message, call_types: Mapping[Any, Any]) -> dict[str, Any]:
+    """An output item for an outline tool message: the client's item with the outline's call id
+    and output, or a new one of the kind its call needs (a backfilled result)."""
+    found = origin(message)
+    ident = message.get("tool_call_id")
+    content = message.get("content")
+    if found is not None and isinstance(found.native, Mapping):
+        item = dict(found.native)
+        item["call_id" if "call_id" in item or item.get("type") != "local_shell_call_output" else "id"] = ident
+        if content == "" and "output" not in found.native:
+            item.pop("output", None)
+        else:
+            item["output"] = content
+        return item
+    call_type = call_types.get(ident)
+    kind = f"{call_type}_output" if isinstance(call_type, str) else "function_call_output"
+    return {"type": kind, "call_id": ident, "output": content}
+
+
+def _message_item(message: Message, found: Origin | None) -> dict[str, Any]:
+    role = message.get("role")
+    content = message.get("content")
+    if found is not None and found.native is None:
+        # An assistant turn kept as the user's (`_roles`): its text, as the user's input text.
+        texts = [
+            part["text"]
+            for item in _parts(content)
+            if isinstance(item, Mapping) and item.get("type") == "message"
+            for part in _parts(item.get("content"))
+            if isinstance(part, Mapping) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str)
+        ]
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": t} for t in texts]}
+    base = found.native if found is not None and isinstance(found.native, Mapping) else {"type": "message"}
+    return {**base, "role": role, "content": content}
