@@ -12,15 +12,36 @@ conversation grow, and applies the rules with hysteresis at each step:
 * a unit arrives whole;
 * compaction in batches: when ``keep_recent + compact_batch`` results are whole, the oldest
   ``compact_batch`` become stubs;
-* when what follows the cut no longer fits the budget, every whole result but the two newest
-  becomes a stub, and if what is left still fills more than a third of the way from
-  ``snip_watermark`` of the room to all of it, the cut jumps forward until what is left fits in
-  ``snip_watermark`` of the room.
+* when what follows the cut no longer fits the budget (an *event*: the request is rewritten from
+  the first message that changes), the oldest whole results become stubs, keeping whole the
+  newest, as many as `PRESSURE_SHARE` of the room holds at the conversation's growth (at least
+  two, at most ``keep_recent``); then, unless compacting alone is the better deal (below), the cut
+  jumps forward until what is left fits in the *cut-back level* (or only the newest unit is left).
 
-The request of turn n+1 replays turn n's steps exactly, then takes one more: between the rare
-steps where something is compacted or cut, the governed request only grows at its end. It is
-still a pure function of the request: deterministic, idempotent (a governed request fits, so
-replaying it triggers nothing), and within budget.
+Both decisions come from the conversation's own growth, measured on the request at that step of
+the replay: ``growth`` is the mean size of the last `GROWTH_UNITS` units as they arrived, the
+tokens a turn adds (the mean, not the median: tool outputs are skewed, and the room a run of turns
+takes is their sum). An event loses a share ``c`` of the previous request's prefix: a cut all of
+it but the system messages and tools, a compaction what follows the oldest compacted result.
+After an event leaving ``kept`` tokens of history, the next one comes about ``(room - kept) /
+growth`` turns later, and meanwhile the history averages ``(kept + room) / 2``. An event is worth
+
+    value(kept, c) = (kept + room) / (2 * budget) - REUSE_PRICE * c * growth / (room - kept)
+
+the budget use over the turns it buys, minus the prefix lost per turn priced at `REUSE_PRICE`.
+The best cut-back level is ``room - sqrt(2 * REUSE_PRICE * c * growth * budget)``
+(`cut_back_level`): a conversation whose turns are large for its window is cut back far, so cuts
+stay rare; one whose turns are small keeps most of the room (bench/cache.py: about 30 % of the
+room at 24k, 75 % at 128k, against a fixed 30 % before). Compacting without cutting is kept when
+it is worth more than that cut, or when it leaves the history within `COMPACT_ENOUGH` of the way
+from the cut-back level to the full room. A ``snip_watermark`` in the config replaces the derived
+level: cuts go back to that share of the room, and compacting alone is enough up to a third of the
+way from there to the full room.
+
+The request of turn n+1 replays turn n's steps exactly (every figure above is measured on the
+units up to the step being replayed), then takes one more: between the rare events, the governed
+request only grows at its end. It is still a pure function of the request: deterministic,
+idempotent (a governed request fits, so replaying it triggers nothing), and within budget.
 """
 
 from __future__ import annotations
@@ -33,12 +54,34 @@ from ._messages import Message
 from ._microcompact import compact, compactable_results, is_oversized
 from ._snip import Layout, assemble
 
-__all__ = ["PRESSURE_KEEP_RECENT", "StableShrink"]
+__all__ = ["PRESSURE_KEEP_RECENT", "REUSE_PRICE", "StableShrink", "cut_back_level"]
 
-#: Under budget pressure, whole results beyond this many newest are compacted at once: one large
-#: rewrite instead of many small ones (measured in bench/cache.py: 24k windows need it to reach
-#: 95 % prefix reuse; larger windows rarely come under pressure).
+#: Under budget pressure, whole results beyond the newest few are compacted at once: one large
+#: rewrite instead of many small ones. At least this many stay whole (unless keep_recent is lower),
 PRESSURE_KEEP_RECENT = 2
+#: and as many of the newest as this share of the room holds at the conversation's growth, up to
+#: keep_recent (bench/cache.py: 3 at 24k; all 10 from about 64k, so the last ten results reach the
+#: model whole as often as with the literal rules).
+PRESSURE_SHARE = 0.15
+#: Growth is the mean size of this many newest units.
+GROWTH_UNITS = 32
+#: Budget use one rewritten request is worth (module docstring). bench/cache.py: 5 keeps prefix
+#: reuse at 0.95 with the budget 72 % used at 24k windows, where a turn adds about 4 % of the
+#: budget; larger windows get both higher (0.98 and 89 % at 128k).
+REUSE_PRICE = 5.0
+#: The derived cut-back level stays within these shares of the room.
+MIN_CUT_BACK, MAX_CUT_BACK = 0.1, 0.9
+#: Compacting alone is always enough when it leaves the history within this share of the way from
+#: the cut-back level to the full room (a cut would drop rounds to buy a turn or two).
+COMPACT_ENOUGH = 0.2
+
+
+def cut_back_level(room: int, budget: int, growth: float, cost: float) -> int:
+    """Tokens of history a cut goes back to when no ``snip_watermark`` is set: what maximises
+    budget use minus prefix lost per turn (module docstring), for a conversation adding `growth`
+    tokens a turn and a cut losing share `cost` of the previous request."""
+    free = math.sqrt(2 * REUSE_PRICE * max(cost, 0.0) * max(growth, 0.0) * max(budget, 0))
+    return math.floor(min(MAX_CUT_BACK * room, max(MIN_CUT_BACK * room, room - free)))
 
 
 class StableShrink:
@@ -51,7 +94,7 @@ class StableShrink:
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
         config = ctx.config
         keep = config.keep_recent if self.keep_recent is None else self.keep_recent
-        batch = config.effective_compact_batch
+        batch = config.compact_batch_for(True)
         candidates, _ = compactable_results(messages, ctx)
         layout = Layout.of(messages, ctx)
         if ctx.budget is None or not layout.units:
@@ -65,13 +108,10 @@ class StableShrink:
                 cut=0,
             )
 
-        room = ctx.budget - layout.fixed
+        budget = ctx.budget
+        room = budget - layout.fixed
         cost = layout.cost_function(messages, ctx)
-        low = math.floor(room * config.snip_watermark)
-        # After compacting under pressure, history still filling more than a third of the way from
-        # the watermark to the full room is cut too: otherwise old stubs fill the room and pressure
-        # returns every few turns, each time rewriting the prefix.
-        mid = math.floor(room * (config.snip_watermark + (1 - config.snip_watermark) / 3))
+        watermark = config.snip_watermark
         # What compacting each candidate saves, and the candidates each unit brings.
         saving = [ctx.tokens(messages[i]) - ctx.tokens(compact(messages[i], name)) for i, name in candidates]
         unit_of = layout.unit_index()
@@ -79,9 +119,11 @@ class StableShrink:
         for ordinal, (index, _) in enumerate(candidates):
             arriving.setdefault(unit_of[index], []).append(ordinal)
         current = list(layout.tokens)  # what each unit costs at the current step of the replay
+        arrived = [0] * len(current)  # what each unit cost when it arrived
         whole: deque[int] = deque()  # candidates that arrived and are still whole, oldest first
         compacted: set[int] = set()
         cut, tail = 0, 0
+        recent = 0  # tokens of the last GROWTH_UNITS units as they arrived
 
         def compact_oldest() -> int:
             ordinal = whole.popleft()
@@ -90,36 +132,56 @@ class StableShrink:
             current[unit] -= saving[ordinal]
             return saving[ordinal] if unit >= cut else 0
 
+        def value(kept: int, share_lost: float, growth: float) -> float:
+            if kept >= room:
+                return -math.inf  # buys no turn
+            return (kept + room) / (2 * budget) - REUSE_PRICE * share_lost * growth / (room - kept)
+
         limit = ctx.oversized(messages)
         for step in range(len(layout.units)):
-            tail += current[step]
+            before = tail  # the history of the previous step: the previous request
             for ordinal in arriving.get(step, ()):
                 whole.append(ordinal)
                 if limit is not None and is_oversized(messages[candidates[ordinal][0]], limit, ctx):
                     whole.pop()
                     whole.appendleft(ordinal)  # too big to keep whole at all: compacted on arrival
-                    tail -= compact_oldest()
+                    compact_oldest()
+            tail += current[step]
+            arrived[step] = current[step]
+            recent += current[step] - (arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
             while len(whole) >= keep + batch:
                 for _ in range(batch):
                     tail -= compact_oldest()
             if cost(cut, tail) <= room:
                 continue
-            while len(whole) > min(keep, PRESSURE_KEEP_RECENT):  # the budget beats keep_recent
-                tail -= compact_oldest()
-            if cost(cut, tail) <= mid:
+            # An event. What it costs is measured against the previous request.
+            growth = max(1.0, recent / min(step + 1, GROWTH_UNITS))
+            previous = layout.fixed + cost(cut, before)
+            keep_whole = min(keep, max(PRESSURE_KEEP_RECENT, math.floor(PRESSURE_SHARE * room / growth)))
+            rewritten = 0
+            if len(whole) > keep_whole:  # the budget beats keep_recent
+                first = max(cut, unit_of[candidates[whole[0]][0]])
+                rewritten = sum(current[first:step])
+                while len(whole) > keep_whole:
+                    tail -= compact_oldest()
+            kept = cost(cut, tail)
+            if watermark is not None:
+                low = math.floor(room * watermark)
+                if kept <= math.floor(room * (watermark + (1 - watermark) / 3)):
+                    continue
+            else:
+                cut_cost = (previous - layout.fixed) / previous  # a cut keeps only the fixed part
+                low = cut_back_level(room, budget, growth, cut_cost)
+                if kept <= low + (room - low) * COMPACT_ENOUGH or (
+                    kept <= room and value(kept, rewritten / previous, growth) >= value(low, cut_cost, growth)
+                ):
+                    continue
+            if kept <= low:
                 continue
-            fitting: tuple[int, int] | None = None
-            candidate_cut, remaining = cut, tail
-            while candidate_cut < step:
-                remaining -= current[candidate_cut]
-                candidate_cut += 1
-                kept = cost(candidate_cut, remaining)
-                if kept <= low:
-                    fitting = (candidate_cut, remaining)
-                    break
-                if kept <= room and fitting is None:
-                    fitting = (candidate_cut, remaining)
-            cut, tail = fitting if fitting is not None else (step, current[step])
+            # Cut: from the first unit that leaves at most `low`, else keep only the newest.
+            while cut < step and cost(cut, tail) > low:
+                tail -= current[cut]
+                cut += 1
             while whole and unit_of[candidates[whole[0]][0]] < cut:
                 whole.popleft()  # cut off: no longer counts among the whole results
 
