@@ -1,0 +1,431 @@
+"""Calibration: learning how many tokens a deployment's provider counts per tiktoken token.
+
+Budgets are computed in tiktoken tokens times a ratio (`Profile.token_ratio`: 1.0, 1.1 or 1.15).
+Real tokenizers differ per model and per content, and every successful response says the truth:
+``usage.prompt_tokens``. This module is the pure part of learning from it: what one observation
+teaches (`sample_ratio`, `parse_context_error`), the estimator (`Calibration`), and its form in a
+shared cache (`Calibration.to_value` / `Calibration.from_value`). No LiteLLM, no I/O, no clock:
+`integration` decides when to learn and where the state lives.
+
+The estimator, and why:
+
+* **A high quantile of recent samples.** Each successful call gives one sample, ``reported /
+  estimated`` (the provider's prompt tokens over the plugin's tiktoken estimate of exactly what was
+  sent). The ratio used is the `QUANTILE` (0.9, nearest rank) of the newest `WINDOW` (24) samples:
+  an undercount is a rejected request, an overcount only a little unused window, so the estimate
+  leans high; a quantile ignores the few outliers (an image the provider bills heavily, a server-side
+  tool loop whose usage sums several calls) that would drag a mean or a maximum; and a window of
+  recent samples follows a conversation whose content mix drifts (code, prose, many short compacted
+  results), which an all-time statistic would not. With few samples the quantile is their maximum.
+* **A minimum number of samples** (`MIN_SAMPLES`, 5) before the learned ratio replaces the profile's.
+  Requests smaller than `MIN_SAMPLE_TOKENS` teach nothing (fixed per-request framing dominates them).
+* **Bounds**: the ratio used stays within [`MIN_RATIO`, `MAX_RATIO`]; a sample outside
+  [`MIN_RATIO` / 2, `MAX_RATIO` * 2] is nonsense (a usage that counts something else) and is dropped.
+* **Tightening**: a context-length rejection sets a *floor* at once, so the next request fits even
+  before `MIN_SAMPLES`. When the provider's text says how many tokens it counted, the rejection is
+  also a sample, and the floor is that measured ratio plus `TIGHTEN_MARGIN`; when it does not (GLM,
+  Bedrock, OpenAI Responses), the floor is the ratio that was used times `TIGHTEN_STEP`, and at least
+  what the window itself proves. The floor holds for the next `FLOOR_SPAN` samples, then the samples
+  speak alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Final, TypeAlias
+
+__all__ = [
+    "FLOOR_SPAN",
+    "LEARNED_MARGIN",
+    "MAX_RATIO",
+    "MIN_RATIO",
+    "MIN_SAMPLES",
+    "MIN_SAMPLE_TOKENS",
+    "QUANTILE",
+    "TIGHTEN_MARGIN",
+    "TIGHTEN_STEP",
+    "WINDOW",
+    "Calibration",
+    "ContextError",
+    "Event",
+    "Rejection",
+    "Sample",
+    "apply_events",
+    "deployment_key",
+    "parse_context_error",
+    "prompt_tokens_of",
+    "rejection",
+    "sample_ratio",
+]
+
+#: Newest samples kept per deployment.
+WINDOW: Final = 24
+#: Quantile of the kept samples used as the ratio (nearest rank).
+QUANTILE: Final = 0.9
+#: The learned ratio is the quantile times this: the content of the next request is not the content
+#: of the last ones (its mix of code, prose and short compacted results drifts turn by turn).
+LEARNED_MARGIN: Final = 1.03
+#: Samples needed before the learned ratio replaces the profile's.
+MIN_SAMPLES: Final = 5
+#: Requests estimated below this many tiktoken tokens are not samples.
+MIN_SAMPLE_TOKENS: Final = 1000
+#: Bounds of the ratio used.
+MIN_RATIO: Final = 0.5
+MAX_RATIO: Final = 2.5
+#: After a rejection whose text gives the provider's count: the floor is the measured ratio times this.
+TIGHTEN_MARGIN: Final = 1.02
+#: After a rejection without a count: the floor is the ratio used times this.
+TIGHTEN_STEP: Final = 1.1
+#: A floor holds for this many samples after the rejection that set it.
+FLOOR_SPAN: Final = 24
+#: Version of the cache value (`Calibration.to_value`); a value of another version is ignored.
+VALUE_VERSION: Final = 1
+
+# Keys safe to use verbatim in a cache key (LiteLLM's deployment ids are sha256 hex digests).
+_SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_.:@/-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What was learned about one deployment. Immutable: every update returns a new value."""
+
+    #: Newest samples (provider tokens per tiktoken token), oldest first, at most `WINDOW`.
+    samples: tuple[float, ...] = ()
+    #: Samples seen in total (the ``n`` of ``learned, n=…``).
+    count: int = 0
+    #: A lower bound set by a context-length rejection, or None.
+    floor: float | None = None
+    #: The floor holds while `count` is below this.
+    floor_until: int = 0
+
+    # ---- the ratio -------------------------------------------------------------------------------
+
+    @property
+    def learned(self) -> float | None:
+        """The quantile of the kept samples, once there are `MIN_SAMPLES` of them."""
+        if len(self.samples) < MIN_SAMPLES:
+            return None
+        ordered = sorted(self.samples)
+        rank = max(1, math.ceil(QUANTILE * len(ordered)))
+        return ordered[rank - 1] * LEARNED_MARGIN
+
+    @property
+    def active_floor(self) -> float | None:
+        """The rejection floor, while it holds."""
+        return self.floor if self.floor is not None and self.count < self.floor_until else None
+
+    @property
+    def ratio(self) -> float | None:
+        """The ratio to budget with, or None (use the profile's) when nothing was learned yet."""
+        candidates = [x for x in (self.learned, self.active_floor) if x is not None]
+        return _bounded(max(candidates)) if candidates else None
+
+    @property
+    def source(self) -> str:
+        """For the report: ``learned, n=12`` (``, tightened`` while a rejection's floor decides)."""
+        learned, floor = self.learned, self.active_floor
+        tightened = floor is not None and (learned is None or floor > learned)
+        return f"learned, n={self.count}" + (", tightened" if tightened else "")
+
+    # ---- updates ---------------------------------------------------------------------------------
+
+    def with_sample(self, ratio: float) -> Calibration:
+        """This state with one more sample (a nonsense sample is dropped: same state)."""
+        if not _plausible(ratio):
+            return self
+        samples = (*self.samples, round(float(ratio), 4))[-WINDOW:]
+        return replace(self, samples=samples, count=self.count + 1)
+
+    def after_rejection(self, *, used: float, measured: float | None, proven: float | None = None) -> Calibration:
+        """This state after a context-length rejection of a request budgeted with ratio `used`.
+
+        `measured` is the ratio the provider's own count proves (its count over the estimate), when
+        its text gave one; `proven` a lower bound the window proves without a count. The next
+        request is budgeted with at least the new floor.
+        """
+        state = self
+        if measured is not None and _plausible(measured):
+            state = state.with_sample(measured)
+        if measured is not None and _plausible(measured) and measured > used:
+            floor = measured * TIGHTEN_MARGIN
+        else:
+            floor = used * TIGHTEN_STEP
+            if proven is not None and _plausible(proven):
+                floor = max(floor, proven * TIGHTEN_MARGIN)
+        floor = _bounded(max(floor, state.active_floor or 0.0))
+        # Rounded up (to the 4 decimals the cache keeps): a floor is never below what was proven.
+        return replace(state, floor=math.ceil(floor * 10_000 - 1e-6) / 10_000, floor_until=state.count + FLOOR_SPAN)
+
+    # ---- the cache value -------------------------------------------------------------------------
+
+    def to_value(self) -> dict[str, object]:
+        """A small JSON-able dict for a shared cache (LiteLLM's RedisCache stores it as JSON)."""
+        value: dict[str, object] = {"v": VALUE_VERSION, "n": self.count, "s": list(self.samples)}
+        if self.floor is not None:
+            value["f"] = self.floor
+            value["u"] = self.floor_until
+        return value
+
+    @classmethod
+    def from_value(cls, value: object) -> Calibration | None:
+        """Read `to_value`'s dict (or its JSON text) back; None for anything else (another version,
+        a damaged or foreign value): a bad cache entry is ignored, never an error."""
+        if isinstance(value, (str, bytes)):
+            import json
+
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        if not isinstance(value, Mapping) or value.get("v") != VALUE_VERSION:
+            return None
+        count, until = _as_int(value.get("n")), _as_int(value.get("u", 0))
+        samples, floor = value.get("s"), value.get("f")
+        if count is None or until is None or not isinstance(samples, list):
+            return None
+        kept = tuple(round(float(s), 4) for s in samples if _is_number(s) and _plausible(float(s)))[-WINDOW:]
+        if floor is not None and not (_is_number(floor) and _plausible(float(floor))):
+            return None
+        return cls(
+            samples=kept,
+            count=max(count, len(kept)),
+            floor=_bounded(float(floor)) if floor is not None else None,
+            floor_until=until,
+        )
+
+
+def sample_ratio(reported: int | None, estimated: int) -> float | None:
+    """The sample one successful call gives (None when it teaches nothing: too small, no usage)."""
+    if reported is None or reported <= 0 or estimated < MIN_SAMPLE_TOKENS:
+        return None
+    ratio = reported / estimated
+    return ratio if _plausible(ratio) else None
+
+
+def prompt_tokens_of(usage: object) -> int | None:
+    """The prompt size a response's usage reports, in any of the three formats.
+
+    ``prompt_tokens`` (chat; LiteLLM's normalised usage, which already counts Anthropic's cache reads
+    and writes), else ``input_tokens`` plus Anthropic's ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` (Anthropic's own usage leaves cached tokens out of
+    ``input_tokens``; the Responses API's ``input_tokens`` already includes them and has no such
+    fields). Accepts a mapping or an object with those attributes (pydantic usage types).
+    """
+    if usage is None:
+        return None
+
+    def field(name: str) -> object:
+        if isinstance(usage, Mapping):
+            return usage.get(name)
+        return getattr(usage, name, None)
+
+    prompt = _as_int(field("prompt_tokens"))
+    if prompt is not None and prompt > 0:
+        return prompt
+    count = _as_int(field("input_tokens"))
+    if count is None:
+        return None
+    for name in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+        count += _as_int(field(name)) or 0
+    return count if count > 0 else None
+
+
+@dataclass(frozen=True)
+class ContextError:
+    """What a provider's context-length error says. Every figure is optional: some providers only say
+    that the prompt is too long."""
+
+    #: The provider's count of the prompt (the messages, tools and system prompt).
+    prompt_tokens: int | None = None
+    #: The prompt plus the requested output, when the text only gives their sum.
+    requested_tokens: int | None = None
+    #: The window (or the limit) the text names.
+    limit: int | None = None
+
+    def prompt(self, max_output_sent: int | None) -> int | None:
+        """The provider's prompt count, from the sum when needed (minus the output the request asked for)."""
+        if self.prompt_tokens is not None:
+            return self.prompt_tokens
+        if self.requested_tokens is not None:
+            prompt = self.requested_tokens - (max_output_sent or 0)
+            return prompt if prompt > 0 else None
+        return None
+
+
+_N = r"([0-9][0-9,_]*)"
+# Texts that give the provider's prompt count, most specific first. Each has a `prompt` group and
+# may have a `limit` group. Sources: `emulation.RULES` (each rule cites its provider's report).
+_PROMPT_PATTERNS: Final = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        # OpenAI, DeepSeek, vLLM with max_tokens: "... is 8192 tokens. However, you requested 9000
+        # tokens (8000 in the messages, 1000 in the completion)."
+        rf"maximum context length is {_N} tokens.*?\({_N} in the messages",
+        # OpenAI: "... is 8192 tokens. However, your messages resulted in 9000 tokens."
+        rf"maximum context length is {_N} tokens.*?resulted in {_N} tokens",
+        # vLLM (newer): "... is 32768 tokens. However, your request has 40000 input tokens."
+        rf"maximum context length is {_N} tokens.*?request has {_N} input tokens",
+        # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+        rf"prompt is too long: {_N} tokens > {_N}",
+        # Anthropic: "input length and `max_tokens` exceed context limit: 190000 + 20000 > 200000"
+        rf"input length and `?max_tokens`? exceed context limit: {_N} \+ {_N} > {_N}",
+        # Gemini: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+        rf"input token count \({_N}\) exceeds the maximum number of tokens allowed \({_N}\)",
+        # Mistral: "Prompt contains 40000 tokens, too large for model with 32768 maximum context length"
+        rf"prompt contains {_N} tokens,? too large for model with {_N}",
+    )
+)
+# Which group of each pattern above is the prompt count and which the limit.
+_GROUPS: Final = ((2, 1), (2, 1), (2, 1), (1, 2), (1, 3), (1, 2), (1, 2))
+# Texts that give only the prompt plus the requested output. Moonshot: "Your request exceeded model
+# token limit: 262144 (requested: 300000)".
+_REQUESTED_PATTERN: Final = re.compile(rf"exceeded model token limit: {_N} \(requested: {_N}\)", re.IGNORECASE)
+# Texts that say the prompt is too long without a count. Kept specific: a false match raises a ratio.
+_CONTEXT_PHRASES: Final = re.compile(
+    "|".join(
+        (
+            r"context_length_exceeded",
+            r"maximum context length",
+            r"context window",  # OpenAI Responses: "Your input exceeds the context window of this model."
+            r"prompt is too long",
+            r"prompt exceeds max length",  # GLM (code 1261)
+            r"input is too long",  # Bedrock: "Input is too long for requested model."
+            r"exceeded model token limit",
+            r"too large for model with",
+            r"exceeds the maximum number of tokens",
+            r"input length and `?max_tokens`? exceed context limit",
+            r"reduce the length of the (?:messages|prompt|input)",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+
+def parse_context_error(text: str) -> ContextError | None:
+    """What a context-length error text says, or None when the text is not one.
+
+    `text` is the provider's error message, or LiteLLM's exception text that ends with it (LiteLLM
+    prefixes ``litellm.ContextWindowExceededError: ...`` and the provider's JSON body; numbers with
+    thousands separators are read too). Only figures are extracted, never any other part.
+    """
+    if not isinstance(text, str) or not text:
+        return None
+    for pattern, (prompt_group, limit_group) in zip(_PROMPT_PATTERNS, _GROUPS, strict=True):
+        match = pattern.search(text)
+        if match:
+            return ContextError(prompt_tokens=_int(match[prompt_group]), limit=_int(match[limit_group]))
+    match = _REQUESTED_PATTERN.search(text)
+    if match:
+        return ContextError(requested_tokens=_int(match[2]), limit=_int(match[1]))
+    if _CONTEXT_PHRASES.search(text):
+        return ContextError()
+    return None
+
+
+def deployment_key(model_info: Mapping[str, object] | None, model: str, api_base: object = None) -> str:
+    """The key calibration is kept under: LiteLLM's ``model_info.id`` (the Router and the proxy give
+    every deployment one, the same in every instance with the same config), else the model and its
+    ``api_base``. Ids that are not plain tokens, and model + api_base, are hashed (no secrets or
+    odd characters in cache keys)."""
+    ident = model_info.get("id") if isinstance(model_info, Mapping) else None
+    if isinstance(ident, (str, int)) and not isinstance(ident, bool) and str(ident):
+        text = str(ident)
+        return text if _SAFE_ID.match(text) else "id-" + _digest(text)
+    base = api_base if isinstance(api_base, str) else ""
+    return "model-" + _digest(f"{model}\x00{base}")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A successful call: the provider's prompt count over the estimate of what was sent."""
+
+    ratio: float
+
+    def apply(self, state: Calibration) -> Calibration:
+        return state.with_sample(self.ratio)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A context-length rejection of a request budgeted with ratio `used` (see
+    `Calibration.after_rejection`). `over_budget`: even the smallest valid request did not fit the
+    budget, so the rejection says nothing about the ratio beyond its `measured` sample."""
+
+    used: float
+    measured: float | None = None
+    proven: float | None = None
+    over_budget: bool = False
+
+    def apply(self, state: Calibration) -> Calibration:
+        if self.over_budget:
+            return state.with_sample(self.measured) if self.measured is not None else state
+        return state.after_rejection(used=self.used, measured=self.measured, proven=self.proven)
+
+
+Event: TypeAlias = Sample | Rejection
+
+
+def rejection(
+    error: ContextError,
+    *,
+    estimated: int,
+    used: float,
+    max_output_sent: int | None = None,
+    window: int | None = None,
+    over_budget: bool = False,
+) -> Rejection:
+    """The event a context-length rejection is, for a request estimated at `estimated` tiktoken
+    tokens and budgeted with ratio `used`: the ratio the provider's count proves (when its text gave
+    one), and the lower bound its window proves (it counted more than the window less the output
+    the request asked for)."""
+    measured: float | None = None
+    proven: float | None = None
+    if estimated > 0:
+        prompt = error.prompt(max_output_sent)
+        if prompt is not None:
+            measured = prompt / estimated
+        limit = error.limit or window
+        if limit is not None and limit - (max_output_sent or 0) > 0:
+            proven = (limit - (max_output_sent or 0)) / estimated
+    return Rejection(used=used, measured=measured, proven=proven, over_budget=over_budget)
+
+
+def apply_events(state: Calibration | None, events: Iterable[Event]) -> Calibration:
+    """`events` applied in order to `state` (None: nothing learned yet). How one process's news is
+    merged into the value others wrote to the shared cache."""
+    current = state or Calibration()
+    for event in events:
+        current = event.apply(current)
+    return current
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _bounded(ratio: float) -> float:
+    return min(MAX_RATIO, max(MIN_RATIO, ratio))
+
+
+def _plausible(ratio: float) -> bool:
+    return math.isfinite(ratio) and MIN_RATIO / 2 <= ratio <= MAX_RATIO * 2
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    digits = text.replace(",", "").replace("_", "")
+    return int(digits) if digits.isdigit() else None
