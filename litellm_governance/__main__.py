@@ -1,22 +1,27 @@
-"""Command line: ``python -m litellm_governance explain FILE --model M [--json]``.
+"""Command line: ``python -m litellm_governance explain FILE --model M``.
 
-Shows what governance would do to a saved request body (``messages``, ``tools``,
-``max_tokens``) or a bare message list, without sending anything anywhere.
+Shows what governance would do to a saved request — a chat completions, Anthropic ``/v1/messages``
+or OpenAI ``/v1/responses`` body, or a bare message list — message by message, without sending
+anything anywhere. ``--config proxy_config.yaml`` resolves a model group and the plugin's
+options as the proxy would; ``--json`` prints the explanation as JSON; ``--html FILE`` writes a
+self-contained HTML report; ``--output FILE`` writes the governed request.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._config import GovernanceConfig
-from ._errors import GovernanceError
-from ._pipeline import govern
-from ._report import GovernanceReport
+from ._errors import ConfigError, GovernanceError
+from ._explain import Explanation, explain
+from ._models import widest_deployment
+from ._request import FORMATS, detect_format
 
 # Why each step count happened, for the readable summary.
 _EXPLANATIONS = {
@@ -27,95 +32,173 @@ _EXPLANATIONS = {
     "malformed_calls_dropped": "tool calls without an id or a function name dropped",
     "backfilled": "missing tool results filled with an 'unavailable' stub",
     "results_moved": "tool results moved up to follow their call",
+    "outputs_retyped": "Responses outputs given the kind their call needs",
     "null_content_filled": "null content replaced by an empty string",
-    "empty_messages_dropped": "assistant messages with no content and no tool calls dropped",
+    "blank_text_dropped": "blank text parts dropped (the provider rejects empty text)",
+    "empty_messages_dropped": "messages with no content dropped",
+    "system_converted": "mid-conversation system messages turned into labelled user notes",
+    "system_hoisted": "mid-conversation system messages moved up to the system prompt",
     "merged": "consecutive same-role messages merged (nothing lost)",
     "trailing_assistant_dropped": "trailing assistant messages dropped (no prefill)",
     "recovered_as_user": "last assistant message kept as a user message (nothing else was left)",
     "synthetic_user_inserted": "user message inserted before a leading assistant message",
-    "tool_call_ids_renamed": "repeated tool-call ids renamed (call and result alike)",
+    "assistant_bridge_inserted": "assistant turn inserted between tool results and a user message",
+    "reasoning_content_filled": "reasoning_content filled in for a thinking-mode provider",
+    "tool_call_ids_renamed": "repeated or unacceptable tool-call ids renamed (call and result alike)",
     "compaction_skipped_for_cache": "old results left whole before a cache_control breakpoint",
 }
 
 
-def _load(path: str) -> tuple[list[Any], list[Any] | None, int | None, str | None]:
+class CliError(GovernanceError):
+    """A problem with the command line's input (file, config, model)."""
+
+
+def _load(path: str) -> tuple[dict[str, Any], bool]:
+    """The request body in `path`, and whether the file held a bare message list."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     data = json.loads(text)
     if isinstance(data, list):
-        return data, None, None, None
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        max_output = data.get("max_completion_tokens") or data.get("max_tokens")
-        model = data.get("model")
-        return (
-            data["messages"],
-            data.get("tools"),
-            max_output if isinstance(max_output, int) else None,
-            model if isinstance(model, str) else None,
-        )
-    raise GovernanceError(f"{path}: expected a JSON list of messages or an object with a 'messages' list")
+        return {"messages": data}, True
+    if isinstance(data, dict) and ("messages" in data or "input" in data):
+        return data, False
+    raise CliError(f"{path}: expected a JSON request body (with 'messages' or 'input') or a list of messages")
 
 
-def render(report: GovernanceReport) -> str:
-    """The report as a few readable lines."""
-    lines = [f"model {report.model}: provider {report.provider or '(unknown)'}, profile {report.profile}"]
-    if report.budget is None:
+def _proxy_target(path: str, group: str) -> tuple[str, str | None, Mapping[str, Any] | None, GovernanceConfig]:
+    """Resolve a model group and the plugin's options from a proxy config, as the proxy would."""
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - installed with litellm[proxy]
+        raise CliError("--config needs PyYAML (pip install pyyaml)") from None
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read proxy config {path}: {exc}") from None
+    if not isinstance(document, Mapping):
+        raise CliError(f"{path}: a proxy config is a YAML mapping")
+    settings = document.get("callback_settings") or {}
+    options = settings.get("governance") if isinstance(settings, Mapping) else None
+    try:
+        config = GovernanceConfig.from_mapping(options)
+    except ConfigError as exc:
+        raise CliError(f"{path}: callback_settings.governance: {exc}") from None
+    entries = [e for e in document.get("model_list") or [] if isinstance(e, Mapping) and e.get("model_name") == group]
+    deployment = widest_deployment(entries, config)
+    if deployment is None:
+        known = sorted({str(e.get("model_name")) for e in document.get("model_list") or [] if isinstance(e, Mapping)})
+        raise CliError(f"{path}: no model group {group!r} in model_list (groups: {', '.join(known) or 'none'})")
+    return deployment.model, deployment.provider, deployment.model_info, config
+
+
+def render(explanation: Explanation) -> str:
+    """The explanation as readable lines: the budget, the totals, then one row per message."""
+    data = explanation.as_dict()
+    report = data["report"]
+    lines = [
+        f"{data['format']} request for {report['model']}: provider {report['provider'] or '(unknown)'}, "
+        f"profile {report['profile']}, token ratio {report['token_ratio']} ({report['ratio_source']})"
+    ]
+    if report["budget"] is None:
         lines.append("no context window known: history not snipped")
     else:
         lines.append(
-            f"window {report.context_window:,} ({report.window_source}) - max output "
-            f"{report.max_output_tokens:,} - safety buffer = budget {report.budget:,} tokens"
+            f"window {report['context_window']:,} ({report['window_source']}) - max output "
+            f"{report['max_output_tokens']:,} - safety buffer = budget {report['budget']:,} tokens"
+            + (" (cache_stable)" if report["cache_stable"] else "")
         )
     lines.append(
-        f"tokens {report.tokens_before:,} -> {report.tokens_after:,}; "
-        f"messages {report.messages_before} -> {report.messages_after}"
+        f"tokens {report['tokens_before']:,} -> {report['tokens_after']:,}; "
+        f"messages {report['messages_before']} -> {report['messages_after']}"
     )
-    for key, count in report.steps.items():
+    lines.append(f"system prompt kept: {_yes(data['system_kept'])}; task kept: {_yes(data['task_kept'])}")
+    for key, count in report["steps"].items():
         lines.append(f"  {key:<30} {count:>6}  {_EXPLANATIONS.get(key, '')}")
-    if not report.changed:
+    lines.append("")
+    lines.append(f"{'#':>5}  {'where':<24} {'role':<10} {'tool':<18} {'tokens':>7}  {'what happened':<18} {'->':>4}")
+    for row in data["before"]:
+        after = "" if row["after"] is None else str(row["after"])
+        lines.append(
+            f"{row['index']:>5}  {str(row['where'])[:24]:<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} "
+            f"{row['tokens']:>7}  {row['fate']:<18} {after:>4}"
+        )
+    inserted = [row for row in data["after"] if not row["from"]]
+    for row in inserted:
+        lines.append(
+            f"{'+':>5}  {'':<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
+            f"{row['fate']:<18} {row['index']:>4}"
+        )
+    if not report["changed"]:
         lines.append("unchanged: the request already fits and follows the provider's rules")
-    if report.over_budget:
+    if report["over_budget"]:
         lines.append("OVER BUDGET: even the smallest valid request does not fit")
-    if report.cache_prefix_rewritten:
+    if report["cache_prefix_rewritten"]:
         lines.append("note: messages before the last cache_control breakpoint were rewritten")
-    lines.extend(f"note: {note}" for note in report.notes)
+    if report["large_uncompacted"]:
+        named = ", ".join(f"{name} ({count})" for name, count in report["large_uncompacted"].items())
+        lines.append(f"note: large results of tools that are not compactable: {named} (see compactable_tools)")
+    lines.extend(f"note: {note}" for note in report["notes"])
     return "\n".join(lines)
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "NO"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="litellm-governance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    explain = commands.add_parser("explain", help="show what governance would do to a saved request")
-    explain.add_argument("file", help="JSON request body or message list ('-' for stdin)")
-    explain.add_argument("--model", help="LiteLLM model string (default: the body's 'model')")
-    explain.add_argument("--json", action="store_true", help="print the report as JSON")
-    explain.add_argument("--window", type=int, help="context window to assume (tokens)")
-    explain.add_argument("--max-output", type=int, help="max output tokens to reserve")
-    explain.add_argument("--profile", help="force a provider profile")
-    explain.add_argument("--output", help="write the governed messages to this JSON file")
+    cmd = commands.add_parser("explain", help="show what governance would do to a saved request")
+    cmd.add_argument("file", help="JSON request body or message list ('-' for stdin)")
+    cmd.add_argument("--model", help="LiteLLM model string, or a model group of --config (default: the body's)")
+    cmd.add_argument("--config", help="proxy config YAML: resolve --model as a model group, read the plugin's options")
+    cmd.add_argument("--format", choices=FORMATS, help="request format (default: detected from the body)")
+    cmd.add_argument("--json", action="store_true", help="print the explanation as JSON (nothing else on stdout)")
+    cmd.add_argument("--html", help="write a self-contained HTML report to this file")
+    cmd.add_argument("--window", type=int, help="context window to assume (tokens)")
+    cmd.add_argument("--max-output", type=int, help="max output tokens to reserve")
+    cmd.add_argument("--profile", help="force a provider profile")
+    cmd.add_argument("--output", help="write the governed request to this JSON file")
     args = parser.parse_args(argv)
 
     try:
-        messages, tools, max_output, body_model = _load(args.file)
-        model = args.model or body_model
-        if not model:
+        body, bare = _load(args.file)
+        model = args.model or body.get("model")
+        if not isinstance(model, str) or not model:
             parser.error("--model is required when the file has no 'model'")
-        config = GovernanceConfig(context_window_tokens=args.window, profile=args.profile)
-        result = govern(
-            messages,
-            model=model,
-            tools=tools,
-            max_output_tokens=args.max_output if args.max_output is not None else max_output,
-            config=config,
-        )
+        provider: str | None = None
+        model_info: Mapping[str, Any] | None = None
+        config = GovernanceConfig()
+        if args.config:
+            model, provider, model_info, config = _proxy_target(args.config, model)
+        changes: dict[str, Any] = {}
+        if args.window is not None:
+            changes["context_window_tokens"] = args.window
+        if args.profile is not None:
+            changes["profile"] = args.profile
+        config = config.replace(**changes) if changes else config
+        fmt = args.format or detect_format(body)
+        if args.max_output is not None:
+            key = {"chat": "max_completion_tokens", "anthropic": "max_tokens"}.get(fmt, "max_output_tokens")
+            body = {**body, key: args.max_output}
+        # LiteLLM prints banners to stdout when asked about a name it does not know: keep stdout ours.
+        with contextlib.redirect_stdout(sys.stderr):
+            explanation = explain(
+                body, model=model, format=fmt, config=config, provider=provider, model_info=model_info
+            )
     except (OSError, ValueError, GovernanceError) as exc:
         print(f"litellm-governance: {exc}", file=sys.stderr)
         return 2
     if args.output:
-        Path(args.output).write_text(json.dumps(result.messages, ensure_ascii=False, indent=1), encoding="utf-8")
+        governed = explanation.request["messages"] if bare else explanation.request
+        Path(args.output).write_text(json.dumps(governed, ensure_ascii=False, indent=1), encoding="utf-8")
+    if args.html:
+        from ._html import render_html
+
+        Path(args.html).write_text(render_html(explanation.as_dict()), encoding="utf-8")
     if args.json:
-        print(json.dumps(result.report.to_dict(), indent=2))
+        print(json.dumps(explanation.as_dict(), indent=1, ensure_ascii=False))
     else:
-        print(render(result.report))
+        print(render(explanation))
     return 0
 
 

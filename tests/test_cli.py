@@ -1,11 +1,14 @@
-"""`python -m litellm_governance explain`: what governance would do to a saved request."""
+"""`python -m litellm_governance explain`: what governance would do to a saved request, message by
+message, for any of the three formats; a proxy config resolves model groups; --json is pure JSON."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,69 +17,126 @@ from litellm_governance.__main__ import main
 from .builders import assistant, calling, result, system, user
 
 BROKEN = [system(), user("task"), user("more"), calling("a"), result("zz", "orphan"), assistant("prefill")]
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_explains_a_message_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A bare message list: the readable summary names each step and why."""
-    path = tmp_path / "messages.json"
-    path.write_text(json.dumps(BROKEN))
-    assert main(["explain", str(path), "--model", "zai/glm-4.6", "--window", "32000"]) == 0
+def write(tmp_path: Path, name: str, data: Any) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # the whole stdout is one JSON document
+
+
+def test_explains_each_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bare message list: totals, then one row per message saying what happened to it."""
+    path = write(tmp_path, "messages.json", BROKEN)
+    assert main(["explain", path, "--model", "zai/glm-4.6", "--window", "32000"]) == 0
     out = capsys.readouterr().out
-    assert "profile strict" in out and "budget 26,880" in out
-    assert "orphans_dropped" in out and "tool results that answer no earlier tool call dropped" in out
-    assert "backfilled" in out and "merged" in out and "trailing_assistant_dropped" in out
+    assert "chat request" in out and "profile strict" in out and "budget 26,880" in out
+    assert "system prompt kept: yes; task kept: yes" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()[:1].isdigit() or line.strip()[:1] == "+"}
+    assert "merged" in rows["1"] and "merged" in rows["2"]
+    assert "dropped_orphan" in rows["4"] and "dropped_trailing" in rows["5"]
+    assert "backfilled" in rows["+"]
 
 
-def test_explains_a_request_body_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A request body: model, tools and max_tokens come from it; --json prints the report."""
-    path = tmp_path / "request.json"
+def test_json_is_pure_and_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json: the report, per-message fates before and after, and whether system and task were kept."""
     body = {"model": "openai/gpt-4o", "messages": BROKEN, "max_tokens": 1000, "tools": []}
-    path.write_text(json.dumps(body))
     output = tmp_path / "governed.json"
-    assert main(["explain", str(path), "--json", "--window", "50000", "--output", str(output)]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["profile"] == "permissive" and report["max_output_tokens"] == 1000
+    data = run_json(["explain", write(tmp_path, "r.json", body), "--window", "50000", "--output", str(output)], capsys)
+    report = data["report"]
+    assert data["format"] == "chat" and report["profile"] == "permissive" and report["max_output_tokens"] == 1000
     assert report["budget"] == 50_000 - 1_000 - 1_024
-    assert [m["role"] for m in json.loads(output.read_text())] == [
-        "system",
-        "user",
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-    ]
+    assert [row["fate"] for row in data["before"]] == ["kept", "kept", "kept", "kept", "dropped_orphan", "kept"]
+    assert [row["fate"] for row in data["after"]] == ["kept", "kept", "kept", "kept", "backfilled", "kept"]
+    assert data["system_kept"] and data["task_kept"]
+    assert [m["role"] for m in json.loads(output.read_text())["messages"]] == [
+        "system", "user", "user", "assistant", "tool", "assistant",
+    ]  # fmt: skip
+
+
+def test_anthropic_and_responses_bodies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The format is read from the body and named; rows point into the client's own body."""
+    anthropic = {
+        "model": "anthropic/claude-opus-4-6",
+        "system": "s",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz", "content": "x"}]},
+        ],
+    }
+    data = run_json(["explain", write(tmp_path, "a.json", anthropic), "--window", "100000"], capsys)
+    assert data["format"] == "anthropic"
+    assert [(row["where"], row["fate"]) for row in data["before"]] == [
+        ("system", "kept"), ("messages[0]", "kept"), ("messages[1]", "kept"), ("messages[2].content[0]", "dropped_orphan"),
+    ]  # fmt: skip
+    responses = {
+        "model": "openai/gpt-4.1",
+        "input": [
+            {"role": "user", "content": "go"},
+            {"type": "function_call", "call_id": "c", "name": "shell", "arguments": "{}"},
+        ],
+    }
+    data = run_json(["explain", write(tmp_path, "r.json", responses)], capsys)
+    assert data["format"] == "responses" and data["after"][-1]["fate"] == "backfilled"
+
+
+def test_proxy_config_resolves_a_model_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--config: the group's widest deployment, its model_info and the plugin's options, as the proxy would."""
+    config = tmp_path / "proxy_config.yaml"
+    config.write_text(
+        "model_list:\n"
+        "  - model_name: glm\n"
+        "    litellm_params: {model: zai/glm-4.6, api_key: os.environ/ZAI_API_KEY}\n"
+        "    model_info: {max_input_tokens: 20000}\n"
+        "  - model_name: glm\n"
+        "    litellm_params: {model: openai/glm-4.6, api_base: 'http://localhost:8000/v1'}\n"
+        "    model_info: {max_input_tokens: 60000, governance_profile: strict}\n"
+        "callback_settings:\n"
+        "  governance: {keep_recent: 2, cache_stable: false}\n"
+    )
+    data = run_json(["explain", write(tmp_path, "m.json", BROKEN), "--model", "glm", "--config", str(config)], capsys)
+    report = data["report"]
+    assert report["model"] == "openai/glm-4.6" and report["profile"] == "strict" and report["context_window"] == 60_000
+    assert main(["explain", write(tmp_path, "m2.json", BROKEN), "--model", "nope", "--config", str(config)]) == 2
+    assert "no model group 'nope'" in capsys.readouterr().err
+
+
+def test_html_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--html writes one self-contained page with a cell per message, before and after."""
+    page = tmp_path / "report.html"
+    assert main(["explain", write(tmp_path, "m.json", BROKEN), "--model", "zai/glm-4.6", "--html", str(page)]) == 0
+    html = page.read_text()
+    assert html.count('class="cell') >= len(BROKEN) + 4 and "http" not in html.replace("http-equiv", "")
 
 
 def test_bad_input_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A file that is not a request says so and exits 2."""
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"no": "messages"}))
-    assert main(["explain", str(path), "--model", "zai/glm-4.6"]) == 2
-    assert "expected a JSON list of messages" in capsys.readouterr().err
-    path.write_text(json.dumps(["not a message"]))
-    assert main(["explain", str(path), "--model", "zai/glm-4.6"]) == 2
+    assert main(["explain", write(tmp_path, "bad.json", {"no": "messages"}), "--model", "zai/glm-4.6"]) == 2
+    assert "expected a JSON request body" in capsys.readouterr().err
+    assert main(["explain", write(tmp_path, "bad2.json", ["not a message"]), "--model", "zai/glm-4.6"]) == 2
     assert "messages[0] must be a dict" in capsys.readouterr().err
 
 
-def test_runs_as_a_module(tmp_path: Path) -> None:
-    """`python -m litellm_governance explain FILE --model M` works from a shell."""
-    path = tmp_path / "messages.json"
-    path.write_text(json.dumps(BROKEN))
+def test_unknown_model_alias_keeps_stdout_pure(tmp_path: Path) -> None:
+    """A proxy alias LiteLLM does not know (`glm`): no "Provider List" banner on stdout, valid JSON."""
+    path = write(tmp_path, "m.json", BROKEN)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "litellm_governance",
-            "explain",
-            str(path),
-            "--model",
-            "zai/glm-4.6",
-            "--window",
-            "9000",
-        ],
+        [sys.executable, "-m", "litellm_governance", "explain", path, "--model", "glm", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    assert "tokens" in done.stdout and "profile strict" in done.stdout
+    data = json.loads(done.stdout)
+    assert data["report"]["profile"] == "strict" and "Provider List" not in done.stdout

@@ -1,0 +1,222 @@
+"""`explain`: what governance does to each message of a request — for the CLI's table, ``--json``
+and ``--html``. Pure: no I/O.
+
+The request is governed once with every input message tagged with its index (`TRACE`); steps
+copy the tag along with the message (a merge keeps both), so each output message says which
+input messages it stands for. What happened to each is then read off the two lists: kept as it
+was, changed (compacted, merged, converted, renamed …), or dropped (snipped, orphan, duplicate,
+empty, trailing), and what was inserted (backfilled results, synthetic turns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._config import GovernanceConfig
+from ._context import Context
+from ._messages import TRACE, Message, call_id, call_name, is_empty_content, is_system, tool_calls
+from ._pairing import DUPLICATE, ORPHAN, pair
+from ._pipeline import run
+from ._request import Format, detect_format, read_request
+from ._snip import is_task
+
+__all__ = ["Explanation", "explain"]
+
+_STUB_SUFFIX = " result omitted from context]"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The governed request and, per message, what happened (`as_dict` is the ``--json`` form)."""
+
+    request: dict[str, Any]
+    data: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.data
+
+
+def explain(
+    request: Mapping[str, Any],
+    *,
+    model: str,
+    format: Format | None = None,
+    config: GovernanceConfig | None = None,
+    provider: str | None = None,
+    model_info: Mapping[str, Any] | None = None,
+) -> Explanation:
+    """Govern `request` (a body of any of the three formats) and say what happened to each message."""
+    fmt = detect_format(request) if format is None else format
+    outline, max_output = read_request(request, fmt)
+    if fmt == "chat":  # the client's own dicts: tag copies
+        outline.view = [{**m, TRACE: (i,)} for i, m in enumerate(outline.view)]
+    else:  # the outline's own dicts: tag them in place, so rendering still finds them
+        for i, message in enumerate(outline.view):
+            message[TRACE] = (i,)
+    originals = list(outline.view)
+    where = getattr(outline, "where", {})
+    outcome = run(
+        outline,
+        model=model,
+        tools=request.get("tools"),
+        max_output_tokens=max_output,
+        config=config,
+        provider=provider,
+        model_info=dict(model_info) if model_info else None,
+    )
+    governed, ctx, report = outcome.governed, outcome.context, outcome.report
+    names = _call_names(originals)
+    outputs: dict[int, list[int]] = {}
+    for j, message in enumerate(governed):
+        for i in message.get(TRACE, ()):
+            outputs.setdefault(i, []).append(j)
+    pairing = pair(originals)
+    survivors = {i for i, m in enumerate(originals) if i in outputs and not is_system(m)}
+
+    before: list[dict[str, Any]] = []
+    highest = -1
+    for i, message in enumerate(originals):
+        found = outputs.get(i)
+        at: int | None = None
+        if found:
+            at = found[0]
+            fate, detail = _change(message, governed[at], ctx)
+            if fate == "kept" and at < highest:
+                fate, detail = "moved", "moved up to follow its call"
+            highest = max(highest, at)
+        else:
+            fate, detail = _dropped(i, message, originals, pairing, survivors)
+        before.append(
+            {
+                "index": i,
+                "where": where.get(id(message), f"messages[{i}]"),
+                "role": _role(message),
+                "tool": _tool(message, names),
+                "tokens": ctx.tokens(message),
+                "fate": fate,
+                "after": at,
+                "detail": detail,
+            }
+        )
+    after: list[dict[str, Any]] = []
+    for j, message in enumerate(governed):
+        sources = list(message.get(TRACE, ()))
+        if sources:
+            fate, detail = _change(originals[sources[0]], message, ctx, merged=len(sources) > 1)
+        elif message.get("role") == "tool":
+            fate, detail = "backfilled", "result stub for a call whose result was missing"
+        else:
+            fate, detail = "inserted", "synthetic turn the provider's rules need"
+        after.append(
+            {
+                "index": j,
+                "role": _role(message),
+                "tool": _tool(message, names),
+                "tokens": ctx.tokens(message),
+                "fate": fate,
+                "from": sources,
+                "detail": detail,
+            }
+        )
+    leading = [i for i, m in enumerate(originals) if is_system(m) and all(is_system(x) for x in originals[:i])]
+    tasks = [i for i, m in enumerate(originals) if is_task(m)]
+    data = {
+        "format": fmt,
+        "model": model,
+        "report": {**report.to_dict(), "summary": report.summary()},
+        "system_kept": all(before[i]["fate"] == "kept" for i in leading),
+        "task_kept": bool(tasks) and before[tasks[-1]]["fate"] in ("kept", "merged", "moved"),
+        "before": before,
+        "after": after,
+    }
+    fields = {k: _untagged(v) for k, v in outcome.fields.items()}
+    governed_request = dict(request)
+    governed_request.update(fields)
+    return Explanation(request=governed_request, data=data)
+
+
+def _untagged(value: Any) -> Any:
+    if isinstance(value, list) and any(isinstance(m, dict) and TRACE in m for m in value):
+        return [{k: v for k, v in m.items() if k is not TRACE} if isinstance(m, dict) else m for m in value]
+    return value
+
+
+def _call_names(messages: Sequence[Message]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in tool_calls(message):
+            ident, name = call_id(call), call_name(call)
+            if ident is not None and name is not None:
+                names[ident] = name
+    return names
+
+
+def _role(message: Message) -> str:
+    role = message.get("role")
+    return role if isinstance(role, str) else type(role).__name__
+
+
+def _tool(message: Message, names: Mapping[str, str]) -> str | None:
+    if message.get("role") == "tool":
+        name = message.get("name")
+        if isinstance(name, str) and name:
+            return name
+        ident = message.get("tool_call_id")
+        return names.get(ident) if isinstance(ident, str) else None
+    calls = [n for c in tool_calls(message) if (n := call_name(c)) is not None]
+    return ", ".join(calls) if calls else None
+
+
+def _ids(message: Message) -> list[Any]:
+    return [call_id(c) for c in tool_calls(message)]
+
+
+def _change(original: Message, output: Message, ctx: Context, *, merged: bool | None = None) -> tuple[str, str]:
+    """How `output` differs from the `original` it came from."""
+    if merged is None:
+        merged = len(output.get(TRACE, ())) > 1
+    if output is original:
+        return "kept", ""
+    if merged:
+        return "merged", f"merged with input message(s) {', '.join(str(i) for i in output.get(TRACE, ()))}"
+    role, was = output.get("role"), original.get("role")
+    if role != was:
+        if was in ("system", "developer"):
+            return "converted", "mid-conversation system message turned into a labelled user note"
+        if was == "assistant":
+            return "recovered_as_user", "the only turn left, kept as the user's"
+        return "converted", f"{was} -> {role}"
+    if role == "tool":
+        content = output.get("content")
+        if isinstance(content, str) and content.endswith(_STUB_SUFFIX) and original.get("content") != content:
+            return "compacted", f"{ctx.tokens(original)} -> {ctx.tokens(output)} tokens"
+        if output.get("tool_call_id") != original.get("tool_call_id"):
+            return "renamed", "tool-call id made unique"
+    if _ids(output) != _ids(original):
+        if len(_ids(output)) < len(_ids(original)):
+            return "repaired", "tool calls without an id or a name dropped"
+        return "renamed", "tool-call ids made unique"
+    if "reasoning_content" in output and "reasoning_content" not in original:
+        return "reasoning_filled", "reasoning_content the provider requires sent back"
+    return "normalized", "blank text or null content cleaned"
+
+
+def _dropped(
+    index: int, message: Message, originals: Sequence[Message], pairing: Any, survivors: set[int]
+) -> tuple[str, str]:
+    """Why an input message reaches no output."""
+    reason = pairing.rejected.get(index)
+    if reason == ORPHAN:
+        return "dropped_orphan", "result for no earlier tool call"
+    if reason == DUPLICATE:
+        return "dropped_duplicate", "second result for the same call"
+    role = message.get("role")
+    if role == "assistant" and index in pairing.malformed and is_empty_content(message.get("content")):
+        return "dropped_malformed", "tool calls without an id or a name, and no text"
+    if role in ("user", "assistant") and is_empty_content(message.get("content")) and not tool_calls(message):
+        return "dropped_empty", "no content"
+    if role == "assistant" and not any(i > index for i in survivors):
+        return "dropped_trailing", "trailing assistant message (the model takes no prefill)"
+    return "snipped", "older history cut to fit the budget"

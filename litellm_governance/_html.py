@@ -1,0 +1,515 @@
+"""`render_html`: one self-contained HTML page showing what governance did to one request.
+
+The input is the ``explain`` JSON (header figures plus one entry per input and per output message: role,
+tool name, tokens, fate; never message content). Every string in it is treated as untrusted and escaped.
+The page loads nothing: inline CSS and one inline script, pinned by a Content-Security-Policy hash.
+
+Layout: a header with the request's figures, a legend of fates with counts, two strips ("before" and
+"after", one cell per message, width proportional to tokens) and a plain table per side. Everything is
+rendered here, server side; the script only adds the hover card, the counterpart highlight, and
+click-to-row. The hover card reads the table row, so the data lives in the page once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+__all__ = ["render_html"]
+
+# Known fates, in legend order, with their colour. Greens: kept; amber/orange: shrunk to fit;
+# reds: removed as invalid; blues/violets: repaired in place; teals: added by governance.
+_FATE_COLOURS: dict[str, str] = {
+    "kept": "#8cc8a0",
+    "compacted": "#f2c14e",
+    "snipped": "#ef8a5a",
+    "dropped_orphan": "#c0392b",
+    "dropped_duplicate": "#d9667a",
+    "dropped_empty": "#ebaab3",
+    "dropped_trailing": "#8e3b5b",
+    "dropped_malformed": "#5e2a3a",
+    "merged": "#4a7fd4",
+    "moved": "#7fb0ea",
+    "renamed": "#b3d0f2",
+    "converted": "#7b68c8",
+    "recovered_as_user": "#b9a8e8",
+    "backfilled": "#2aa198",
+    "inserted": "#17695f",
+}
+#: Colour of a fate this module does not know (shown with its own name in the legend).
+_OTHER_COLOUR = "#b4b4b4"
+# Roles that get a dark underline in the strips, so the system prompt and user turns stand out.
+_MARKED_ROLES = {"system": "r-sys", "developer": "r-sys", "user": "r-user"}
+# The strips wrap: at most this many full rows of tokens (cells' minimum width may add a few more).
+_MAX_ROWS = 40
+
+_CSS = """
+:root{--ink:#1f2933;--muted:#616e7c;--line:#d9dee4;--bg:#fff;--panel:#f5f7fa;--hl:#111}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--ink);
+ font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:1600px;margin:0 auto;padding:16px 24px 40px}
+h1{font-size:20px;margin:0 0 2px}
+h1 .model{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-weight:600}
+h2{font-size:15px;margin:18px 0 6px}
+h2 small,.muted{color:var(--muted);font-weight:400}
+.sub{color:var(--muted);margin:0 0 12px}
+.facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(120px,1fr));gap:8px;margin:0 0 10px;padding:0}
+.fact.wide{grid-column:span 2}
+.fact{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:6px 10px;margin:0}
+.fact dt{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted)}
+.fact dd{margin:0;font-size:15px;font-weight:600;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
+.yes{color:#1e7d46}.no{color:#b42318}
+.alert{background:#fde8e7;border:1px solid #f3b3ae;color:#8a1c13;border-radius:6px;padding:6px 10px;margin:8px 0}
+.gauge{position:relative;margin:6px 0 14px;padding-top:18px;max-width:1100px}
+.bar{display:flex;align-items:center;gap:8px;margin:3px 0;font-size:12px}
+.bar>span:first-child{width:46px;color:var(--muted)}
+.bar .v{width:74px;font-variant-numeric:tabular-nums}
+.bar .track{flex:1;position:relative;height:14px;background:var(--panel);border-radius:3px}
+.bar .fill{position:absolute;left:0;top:0;bottom:0;border-radius:3px;background:#9aa5b1}
+.bar.after .fill{background:#3f7fbf}
+.ticks{position:absolute;left:54px;right:82px;top:0;bottom:0;pointer-events:none}
+.tick{position:absolute;top:0;bottom:0;border-left:2px dashed #444}
+.tick b{position:absolute;top:0;right:5px;font-size:11px;font-weight:500;white-space:nowrap;color:#333}
+.tick.window b{right:auto;left:5px}
+.tick.window{border-left-style:solid}
+.chips{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0 8px;padding:0;list-style:none}
+.chips li{background:var(--panel);border:1px solid var(--line);border-radius:12px;padding:1px 9px;font-size:12px}
+.notes{margin:4px 0 0;padding-left:20px}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+.legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:8px 0 4px;padding:0;list-style:none;font-size:13px}
+.legend li{display:flex;align-items:center;gap:6px;cursor:default;padding:1px 4px;border-radius:4px}
+.legend li:hover{background:var(--panel)}
+.legend .n{color:var(--muted);font-variant-numeric:tabular-nums}
+.sw{display:inline-block;width:14px;height:14px;border-radius:3px;flex:none;border:1px solid rgba(0,0,0,.15)}
+.strips{position:relative}
+.strip{display:flex;flex-wrap:wrap;gap:2px 0;padding:4px;border:1px solid var(--line);border-radius:6px;
+ background:var(--panel);min-height:36px}
+.cell{display:block;height:26px;min-width:5px;max-width:100%;border-right:1px solid var(--panel);cursor:pointer}
+.r-sys{box-shadow:inset 0 -5px 0 #1f2933}
+.r-user{box-shadow:inset 0 -4px 0 #7b8794}
+#veil,#marks{position:absolute;inset:0;pointer-events:none;contain:strict}
+#veil{background:rgba(255,255,255,.7);opacity:0}
+#veil.on{opacity:1}
+.lit{position:absolute;display:block;outline:2px solid var(--hl);outline-offset:0;
+ box-shadow:0 0 0 4px rgba(255,255,255,.9)}
+.scale{font-size:12px;color:var(--muted);margin:6px 0 0}
+#tip{position:fixed;z-index:10;display:none;max-width:380px;background:#1f2933;color:#f5f7fa;border-radius:6px;
+ padding:8px 10px;font-size:12px;box-shadow:0 4px 14px rgba(0,0,0,.25);pointer-events:none}
+#tip table{border-collapse:collapse}
+#tip th{text-align:left;color:#9aa5b1;font-weight:400;padding:1px 10px 1px 0;vertical-align:top}
+#tip td{padding:1px 0;overflow-wrap:anywhere}
+#tip .title{font-weight:600;margin-bottom:4px}
+details{margin-top:16px}
+summary{cursor:pointer;font-weight:600;font-size:15px}
+table.msgs{border-collapse:collapse;width:100%;margin-top:6px;font-size:13px}
+.msgs th,.msgs td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
+.msgs thead th{position:sticky;top:0;background:var(--bg);border-bottom:2px solid var(--line)}
+.msgs td.num{text-align:right;font-variant-numeric:tabular-nums}
+.msgs td{overflow-wrap:anywhere}
+.msgs tr.flash{background:#fff3c4}
+"""
+
+_SCRIPT = """
+(function () {
+  "use strict";
+  // Highlighting never restyles the thousands of cells: a veil (one element) dims the strips and a few
+  // absolutely placed marks redraw the lit cells above it, so a hover costs no style or layout pass.
+  var strips = document.getElementById("strips"), veil = document.getElementById("veil");
+  var marks = document.getElementById("marks"), tip = document.getElementById("tip");
+  var sides = {before: {prefix: "b-", other: "after"}, after: {prefix: "a-", other: "before"}};
+  var cells = {before: [], after: []}, pos = new Map(), lit = [];
+  Object.keys(sides).forEach(function (side) {
+    document.getElementById("strip-" + side).querySelectorAll(":scope > .cell").forEach(function (cell, i) {
+      pos.set(cell, i);
+      cells[side].push(cell);
+    });
+  });
+  function sideOf(cell) { return cell.parentNode.id === "strip-before" ? "before" : "after"; }
+  function clear() {
+    lit.forEach(function (el) { el.classList.remove("hl"); });
+    lit = [];
+    marks.replaceChildren();
+    veil.classList.remove("on");
+  }
+  function light(list) {
+    clear();
+    var frag = document.createDocumentFragment();
+    list.forEach(function (el) {
+      if (!el || el.classList.contains("hl")) { return; }
+      el.classList.add("hl");
+      lit.push(el);
+      var mark = document.createElement("i");
+      mark.className = el.className.replace(/\\bcell\\b/, "lit");
+      // A little taller than the cell, so a lit 5-pixel cell stands out in a dense strip.
+      mark.style.cssText = "left:" + el.offsetLeft + "px;top:" + (el.offsetTop - 3) + "px;width:" + el.offsetWidth +
+        "px;height:" + (el.offsetHeight + 6) + "px";
+      frag.appendChild(mark);
+    });
+    marks.appendChild(frag);
+    veil.classList.add("on");
+  }
+  function linked(cell) {
+    var side = sideOf(cell), other = sides[side].other, out = [cell];
+    (cell.dataset.link || "").split(" ").forEach(function (p) {
+      if (p === "") { return; }
+      var twin = cells[other][+p];
+      out.push(twin);
+      // Siblings: the other inputs merged into the same output.
+      if (side === "before" && twin) {
+        (twin.dataset.link || "").split(" ").forEach(function (q) { if (q !== "") { out.push(cells.before[+q]); } });
+      }
+    });
+    return out;
+  }
+  function row(cell) { return document.getElementById(sides[sideOf(cell)].prefix + pos.get(cell)); }
+  function showTip(cell) {
+    var tr = row(cell);
+    if (!tr) { return; }
+    var heads = tr.closest("table").tHead.rows[0].cells, table = document.createElement("table");
+    var title = document.createElement("div");
+    title.className = "title";
+    title.textContent = (sideOf(cell) === "before" ? "Input message " : "Governed message ") + tr.cells[0].textContent;
+    for (var i = 1; i < tr.cells.length; i++) {
+      var text = tr.cells[i].textContent.trim();
+      if (text === "") { continue; }
+      var line = table.insertRow(), th = document.createElement("th"), td = line.insertCell();
+      th.textContent = heads[i].textContent;
+      td.textContent = text;
+      line.insertBefore(th, td);
+    }
+    tip.replaceChildren(title, table);
+    tip.style.display = "block";
+  }
+  function moveTip(ev) {
+    var w = tip.offsetWidth, h = tip.offsetHeight, x = ev.clientX + 14, y = ev.clientY + 16;
+    if (x + w > window.innerWidth - 8) { x = Math.max(8, ev.clientX - w - 14); }
+    if (y + h > window.innerHeight - 8) { y = Math.max(8, ev.clientY - h - 16); }
+    tip.style.left = x + "px";
+    tip.style.top = y + "px";
+  }
+  strips.addEventListener("mouseover", function (ev) {
+    var cell = ev.target.closest(".cell");
+    if (!cell) { return; }
+    light(linked(cell));
+    showTip(cell);
+    moveTip(ev);
+  });
+  strips.addEventListener("mousemove", function (ev) { if (tip.style.display === "block") { moveTip(ev); } });
+  strips.addEventListener("mouseout", function (ev) {
+    var cell = ev.target.closest(".cell");
+    if (cell && !(ev.relatedTarget && cell.contains(ev.relatedTarget))) { clear(); tip.style.display = "none"; }
+  });
+  strips.addEventListener("click", function (ev) {
+    var cell = ev.target.closest(".cell"), tr = cell && row(cell);
+    if (!tr) { return; }
+    tr.closest("details").open = true;
+    tr.scrollIntoView({block: "center"});
+    tr.classList.add("flash");
+    setTimeout(function () { tr.classList.remove("flash"); }, 1500);
+  });
+  var legend = document.getElementById("legend");
+  legend.addEventListener("mouseover", function (ev) {
+    var item = ev.target.closest("li");
+    if (!item) { return; }
+    var fate = item.dataset.fate;
+    light(cells.before.concat(cells.after).filter(function (el) { return el.dataset.fate === fate; }));
+  });
+  legend.addEventListener("mouseleave", clear);
+  window.addEventListener("resize", clear);
+  document.documentElement.dataset.ready = "1";
+})();
+"""
+
+_SCRIPT_HASH = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; "
+    f"script-src 'sha256-{_SCRIPT_HASH}'; base-uri 'none'; form-action 'none'"
+)
+
+
+@dataclass
+class _Entry:
+    """One message of either side, normalised: every field has its type whatever the input held."""
+
+    position: int
+    index: int
+    where: str
+    role: str
+    tool: str
+    tokens: int
+    fate: str
+    detail: str
+    #: The other side's message indexes: `after` for an input message, `from` for an output one.
+    targets: list[int]
+    #: Positions of the counterpart cells in the other strip (filled in by `_link`).
+    links: list[int] = field(default_factory=list)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list | tuple):
+        value = [value]
+    return [n for n in (_int(v) for v in value) if n is not None]
+
+
+def _entries(raw: Any, targets_key: str) -> list[_Entry]:
+    if not isinstance(raw, list | tuple):
+        return []
+    out = []
+    for position, raw_item in enumerate(raw):
+        item = raw_item if isinstance(raw_item, Mapping) else {}
+        index = _int(item.get("index"))
+        out.append(
+            _Entry(
+                position=position,
+                index=position if index is None else index,
+                where=_text(item.get("where")),
+                role=_text(item.get("role")),
+                tool=_text(item.get("tool")),
+                tokens=max(0, _int(item.get("tokens")) or 0),
+                fate=_text(item.get("fate")) or "unknown",
+                detail=_text(item.get("detail")),
+                targets=_ints(item.get(targets_key)),
+            )
+        )
+    return out
+
+
+def _link(before: list[_Entry], after: list[_Entry]) -> None:
+    """Fill each entry's `links` from both directions (`after` of inputs, `from` of outputs)."""
+    before_at = {e.index: e.position for e in reversed(before)}
+    after_at = {e.index: e.position for e in reversed(after)}
+    pairs: set[tuple[int, int]] = set()
+    for e in before:
+        pairs.update((e.position, after_at[t]) for t in e.targets if t in after_at)
+    for e in after:
+        pairs.update((before_at[s], e.position) for s in e.targets if s in before_at)
+    for b, a in sorted(pairs):
+        before[b].links.append(a)
+        after[a].links.append(b)
+
+
+def _num(value: Any) -> str:
+    n = _int(value)
+    return "unknown" if n is None else f"{n:,}"
+
+
+def _fate_class(fate: str) -> str:
+    return f"f-{fate}" if fate in _FATE_COLOURS else "f-other"
+
+
+def _fate_order(entries: Iterable[_Entry]) -> list[str]:
+    seen = dict.fromkeys(e.fate for e in entries)
+    return [f for f in _FATE_COLOURS if f in seen] + [f for f in seen if f not in _FATE_COLOURS]
+
+
+def _row_tokens(window: int | None, before: list[_Entry], after: list[_Entry]) -> tuple[int, str]:
+    """Tokens one full strip row stands for, and what that number is."""
+    total = max(sum(e.tokens for e in before), sum(e.tokens for e in after), 1)
+    if window is not None and window > 0 and window <= total:
+        if window * _MAX_ROWS >= total:
+            return window, "the context window"
+        return _round_up(total / _MAX_ROWS), f"so that the request takes about {_MAX_ROWS} rows"
+    return _round_up(total * 1.1), "the larger side, with room for the cells' minimum width"
+
+
+def _round_up(n: float) -> int:
+    """`n` rounded up to two significant digits (a readable scale)."""
+    step = int(10 ** max(0, len(str(math.ceil(n))) - 2))
+    return math.ceil(n / step) * step
+
+
+def _strip(side: str, entries: list[_Entry], row_tokens: int) -> str:
+    cells = []
+    for e in entries:
+        width = min(100.0, 100.0 * e.tokens / row_tokens)
+        role = _MARKED_ROLES.get(e.role, "")
+        cells.append(
+            f'<span class="cell {_fate_class(e.fate)}{" " + role if role else ""}" data-index="{e.index}" '
+            f'data-fate="{escape(e.fate)}" data-tokens="{e.tokens}" data-link="{" ".join(map(str, e.links))}" '
+            f'style="width:{width:.3f}%"></span>'
+        )
+    return f'<div class="strip" id="strip-{side}">{"".join(cells)}</div>'
+
+
+def _table(side: str, entries: list[_Entry]) -> str:
+    before = side == "before"
+    last = "after" if before else "from"
+    heads = ["#", "where", "role", "tool", "tokens", "fate", last, "detail"]
+    if not before:
+        heads.remove("where")
+    rows = []
+    for e in entries:
+        went = ", ".join(map(str, e.targets)) or ("—" if before else "— (new)")
+        cols = [
+            f'<td class="num">{e.index}</td>',
+            f'<td class="mono">{escape(e.where)}</td>' if before else "",
+            f"<td>{escape(e.role)}</td>",
+            f"<td>{escape(e.tool)}</td>",
+            f'<td class="num">{e.tokens:,}</td>',
+            f'<td><i class="sw {_fate_class(e.fate)}"></i> {escape(e.fate)}</td>',
+            f'<td class="num">{went}</td>',
+            f"<td>{escape(e.detail)}</td>",
+        ]
+        rows.append(
+            f'<tr id="{side[0]}-{e.position}" data-index="{e.index}" data-fate="{escape(e.fate)}" '
+            f'data-tokens="{e.tokens}">{"".join(cols)}</tr>'
+        )
+    title = "Input messages" if before else "Governed messages"
+    return (
+        f"<details{' open' if before else ''}><summary>{title} ({len(entries):,})</summary>"
+        f'<table class="msgs" id="table-{side}"><thead><tr>{"".join(f"<th>{h}</th>" for h in heads)}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></details>"
+    )
+
+
+def _legend(before: list[_Entry], after: list[_Entry]) -> str:
+    items = []
+    counts_before, counts_after = Counter(e.fate for e in before), Counter(e.fate for e in after)
+    for fate in _fate_order([*before, *after]):
+        n_before, n_after = counts_before[fate], counts_after[fate]
+        items.append(
+            f'<li data-fate="{escape(fate)}" data-before="{n_before}" data-after="{n_after}">'
+            f'<i class="sw {_fate_class(fate)}"></i>{escape(fate)}'
+            f'<span class="n">{n_before:,} in · {n_after:,} out</span></li>'
+        )
+    return f'<ul class="legend" id="legend">{"".join(items)}</ul>'
+
+
+def _flag(value: Any) -> str:
+    if value is True:
+        return '<span class="yes">kept ✓</span>'
+    if value is False:
+        return '<span class="no">not kept ✗</span>'
+    return '<span class="muted">unknown</span>'
+
+
+def _gauge(tokens_before: int | None, tokens_after: int | None, budget: int | None, window: int | None) -> str:
+    top = max(n for n in (tokens_before, tokens_after, budget, window, 1) if n is not None)
+
+    def pct(n: int) -> str:
+        return f"{min(100.0, 100.0 * n / top):.2f}%"
+
+    bars = "".join(
+        f'<div class="bar {name}"><span>{name}</span><span class="track">'
+        f'<span class="fill" style="width:{pct(n)}"></span></span><span class="v">{n:,}</span></div>'
+        for name, n in (("before", tokens_before), ("after", tokens_after))
+        if n is not None
+    )
+    ticks = "".join(
+        f'<i class="tick {cls}" style="left:{pct(n)}"><b>{label} {n:,}</b></i>'
+        for cls, label, n in (("budget", "budget", budget), ("window", "window", window))
+        if n is not None and n > 0 and n <= top
+    )
+    return f'<div class="gauge">{bars}<div class="ticks">{ticks}</div></div>'
+
+
+def _header(explain: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    model = _text(explain.get("model") or report.get("model"))
+    tokens_before, tokens_after = _int(report.get("tokens_before")), _int(report.get("tokens_after"))
+    window, budget = _int(report.get("context_window")), _int(report.get("budget"))
+    saved = ""
+    if tokens_before and tokens_after is not None:
+        saved = f' <span class="muted">({100.0 * (tokens_after - tokens_before) / tokens_before:+.0f}%)</span>'
+    source = _text(report.get("window_source"))
+    facts = [
+        ("format", escape(_text(explain.get("format")) or "unknown")),
+        ("profile", escape(_text(report.get("profile")) or "unknown")),
+        ("context window", _num(window) + (f' <span class="muted">({escape(source)})</span>' if source else "")),
+        ("budget", _num(budget)),
+        ("tokens", f"{_num(tokens_before)} → {_num(tokens_after)}{saved}"),
+        ("messages", f"{_num(report.get('messages_before'))} → {_num(report.get('messages_after'))}"),
+        ("system prompt", _flag(explain.get("system_kept"))),
+        ("task", _flag(explain.get("task_kept"))),
+    ]
+    dl = "".join(
+        f'<div class="fact{" wide" if k == "tokens" else ""}"><dt>{k}</dt><dd>{v}</dd></div>' for k, v in facts
+    )
+    alerts = ""
+    if report.get("over_budget") is True:
+        alerts += '<p class="alert"><b>Over budget:</b> the governed request is still larger than the budget.</p>'
+    if report.get("changed") is False:
+        alerts += '<p class="sub">Governance left this request unchanged.</p>'
+    steps = report.get("steps")
+    chips = ""
+    if isinstance(steps, Mapping) and steps:
+        chips = "".join(f"<li>{escape(_text(k))} <b>{escape(_text(v))}</b></li>" for k, v in steps.items())
+        chips = f'<ul class="chips" id="steps">{chips}</ul>'
+    notes = report.get("notes")
+    notes_list = [_text(n) for n in notes] if isinstance(notes, list | tuple) else []
+    notes_html = "".join(f"<li>{escape(n)}</li>" for n in notes_list)
+    extra = []
+    if report.get("cache_prefix_rewritten") is True:
+        extra.append("the cached prompt prefix was rewritten")
+    summary = _text(report.get("summary"))
+    return (
+        f'<header><h1>Governance report: <span class="model">{escape(model) or "unknown model"}</span></h1>'
+        f'<p class="sub">What governance did to one request, message by message. '
+        f"Roles, tool names and token counts only: no message content.</p>"
+        f'<dl class="facts">{dl}</dl>{alerts}'
+        f"{_gauge(tokens_before, tokens_after, budget, window)}{chips}"
+        + (f'<p class="sub mono" id="summary">{escape(summary)}</p>' if summary and not chips else "")
+        + (f'<p class="sub">Note: {"; ".join(extra)}.</p>' if extra else "")
+        + (f'<ul class="notes" id="notes">{notes_html}</ul>' if notes_html else "")
+        + "</header>"
+    )
+
+
+def render_html(explain: Mapping[str, Any]) -> str:
+    """The explain JSON as one self-contained HTML page (inline CSS and JS, nothing loaded)."""
+    report = explain.get("report")
+    report = report if isinstance(report, Mapping) else {}
+    before = _entries(explain.get("before"), "after")
+    after = _entries(explain.get("after"), "from")
+    _link(before, after)
+    window = _int(report.get("context_window"))
+    row_tokens, row_what = _row_tokens(window, before, after)
+    fate_css = "".join(f".f-{fate}{{background:{colour}}}" for fate, colour in _FATE_COLOURS.items())
+    fate_css += f".f-other{{background:{_OTHER_COLOUR}}}"
+    title = f"Governance: {_text(explain.get('model') or report.get('model'))}"
+
+    def side_title(name: str, entries: list[_Entry]) -> str:
+        total = sum(e.tokens for e in entries)
+        return f"<h2>{name} <small>{len(entries):,} messages · {total:,} tokens</small></h2>"
+
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{_CSS}{fate_css}</style></head>\n"
+        f"<body><main>{_header(explain, report)}\n"
+        f"{_legend(before, after)}"
+        f'<p class="scale">One cell per message, width proportional to tokens: a full row is '
+        f"{row_tokens:,} tokens ({row_what}); every cell has a minimum width. "
+        f"Dark underline: system or developer message; grey: user message. "
+        f"Hover a cell for details and its counterpart; click it for its table row.</p>"
+        f'<section class="strips" id="strips">{side_title("Before", before)}{_strip("before", before, row_tokens)}\n'
+        f"{side_title('After', after)}{_strip('after', after, row_tokens)}"
+        '<div id="veil"></div><div id="marks"></div></section>\n'
+        f"{_table('before', before)}\n{_table('after', after)}\n"
+        f'</main><div id="tip" role="tooltip"></div>'
+        f"<script>{_SCRIPT}</script></body></html>\n"
+    )
