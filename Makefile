@@ -2,16 +2,28 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+RUNTIME := $(VENV)/.runtime-installed
+TOOLCHAIN := $(VENV)/.installed
 
-.PHONY: setup test lint demo bench clean
+.PHONY: setup test lint demo bench matrix clean
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
-	touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 
-setup: $(STAMP)
+# What the demo needs: the plugin and LiteLLM's proxy.
+$(RUNTIME): pyproject.toml constraints.txt | $(BIN)/python
+	@echo "Installing litellm-governance and LiteLLM's proxy into $(VENV) (first run only, about a minute) ..."
+	$(PIP) -e . 'litellm[proxy]'
+	touch $(RUNTIME)
+
+# What the tests need on top: pytest, Hypothesis, ruff, mypy.
+$(TOOLCHAIN): $(RUNTIME)
+	@echo "Installing the test toolchain into $(VENV) ..."
+	$(PIP) -e '.[test]'
+	touch $(TOOLCHAIN)
+
+setup: $(TOOLCHAIN)
 
 lint: setup
 	$(BIN)/ruff check litellm_governance tests bench examples
@@ -21,13 +33,17 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest
 
-demo: setup
-	$(BIN)/python examples/demo.py
+demo: $(RUNTIME)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python examples/demo.py
 
 bench: setup
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/proxy_latency.py
 
+# Other LiteLLM versions and Pythons (see .ci/matrix; CI runs it).
+matrix:
+	./.ci/matrix
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .demo
+	rm -rf $(VENV) .ci-venvs .pytest_cache .mypy_cache .ruff_cache .hypothesis .demo

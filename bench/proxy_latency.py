@@ -5,9 +5,11 @@
 
 Starts a local recording upstream (replies at once) and two real `litellm --config` proxies
 with the same models, one with the plugin and one without, and sends each the same requests,
-alternating between them: an agent loop of 50-message and of 400-message histories, each turn
-the previous history plus one new tool round (what agents send). Reports start-up times, and
-for each size the median client-side latency with and without the plugin and the difference.
+alternating between them: agent loops of 50- and 400-message chat histories, and 400-message
+Claude Code (`/v1/messages` to an Anthropic deployment) and Codex (`/v1/responses` to an OpenAI
+deployment) sessions, each turn the previous history plus one new tool round (what agents send).
+Reports start-up times, and per loop the median client-side latency with and without the plugin
+and the difference.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy
 
@@ -30,20 +33,36 @@ WINDOW = 32_768  # small enough that the 400-message requests are compacted and 
 
 
 def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
-    model = {
-        "model_name": "glm",
-        "litellm_params": {"model": "zai/glm-4.6", "api_base": upstream.base_url, "api_key": "sk-local"},
-        "model_info": {"max_input_tokens": WINDOW},
-    }
+    def model(name: str, litellm_model: str, api_base: str) -> dict[str, object]:
+        return {
+            "model_name": name,
+            "litellm_params": {"model": litellm_model, "api_base": api_base, "api_key": "sk-local"},
+            "model_info": {"max_input_tokens": WINDOW},
+        }
+
+    models = [
+        model("glm", "zai/glm-4.6", upstream.base_url),
+        model("claude", "anthropic/claude-sonnet-4-5-20250929", upstream.root_url),
+        model("gpt", "openai/gpt-4.1", upstream.base_url),
+    ]
     settings: dict[str, object] = {"num_retries": 0}
     if plugin:
         settings["callbacks"] = "litellm_governance.proxy_handler_instance"
-    return {"model_list": [model], "litellm_settings": settings}
+    return {"model_list": models, "litellm_settings": settings}
 
 
-def timed(proxy: ProxyProcess, body: dict[str, object]) -> float:
+# (label, route, model group, session size, body from a chat session)
+LOOPS = (
+    ("chat", "/v1/chat/completions", "glm", 50, lambda s: {"messages": s, "tools": make_tools(), "max_tokens": 1024}),
+    ("chat", "/v1/chat/completions", "glm", 400, lambda s: {"messages": s, "tools": make_tools(), "max_tokens": 1024}),
+    ("/v1/messages", "/v1/messages", "claude", 400, lambda s: {**to_claude_code(s), "max_tokens": 1024}),
+    ("/v1/responses", "/v1/responses", "gpt", 400, lambda s: {**to_codex(s), "max_output_tokens": 1024}),
+)
+
+
+def timed(proxy: ProxyProcess, route: str, body: dict[str, object]) -> float:
     started = time.perf_counter()
-    status, _, raw = proxy.post("/v1/chat/completions", body)
+    status, _, raw = proxy.post(route, body)
     elapsed = time.perf_counter() - started
     if status != 200:
         raise SystemExit(f"{proxy.base_url} answered {status}: {raw[:300]!r}")
@@ -55,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 turns per size instead of 40")
     args = parser.parse_args(argv)
     turns = 5 if args.quick else 40
-    tools = make_tools()
     rows = []
     with (
         RecordingUpstream() as upstream,
@@ -64,30 +82,32 @@ def main(argv: list[str] | None = None) -> int:
         start_proxy(config(upstream, False), workdir=Path(tmp) / "without", name="without") as without,
     ):
         startup = (with_plugin.startup_seconds, without.startup_seconds)
-        for size in (50, 400):
+        for label, route, group, size, make_body in LOOPS:
             history = make_session(size, seed=size)
             for proxy in (with_plugin, without):  # warm both (the plugin loads its tokenizer once)
-                timed(proxy, {"model": "glm", "messages": history, "tools": tools})
+                timed(proxy, route, {"model": group, **make_body(history)})
             times: dict[str, list[float]] = {"with": [], "without": []}
+            received: dict[str, int] = {}
             for turn in range(turns):
                 history = next_round(history, seed=size)
-                body = {"model": "glm", "messages": history, "tools": tools, "max_tokens": 1024}
+                body = {"model": group, **make_body(history)}
                 order = [("with", with_plugin), ("without", without)]
                 for name, proxy in order if turn % 2 else order[::-1]:
-                    times[name].append(timed(proxy, body))
-            governed = upstream.bodies()[-2:]
-            rows.append((size, len(history), times, [len(b["messages"]) for b in governed]))
-    print(f"Proxy latency: {turns} agent-loop turns per size, GLM deployment with a {WINDOW:,}-token window")
+                    times[name].append(timed(proxy, route, body))
+                    last = upstream.requests[-1].body or {}
+                    received[name] = len(last.get("messages") or last.get("input") or [])
+            rows.append((label, size, len(history), times, (received["with"], received["without"])))
+    print(f"Proxy latency: {turns} agent-loop turns per loop, deployments with a {WINDOW:,}-token window")
     print(f"command: python bench/proxy_latency.py{' --quick' if args.quick else ''}\n")
     print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without\n")
-    print("| history | with plugin | without | added | upstream received (with / without) |")
-    print("|---:|---:|---:|---:|---|")
-    for size, length, times, received in rows:
+    print("| route | history (chat messages) | with plugin | without | added | received (with / without) |")
+    print("|---|---:|---:|---:|---:|---|")
+    for label, size, length, times, received in rows:
         with_ms = statistics.median(times["with"]) * 1000
         without_ms = statistics.median(times["without"]) * 1000
         print(
-            f"| {size}→{length} msgs | {with_ms:.1f} ms | {without_ms:.1f} ms | "
-            f"{with_ms - without_ms:+.1f} ms | {received[0]} / {received[1]} messages |"
+            f"| {label} | {size}→{length} | {with_ms:.1f} ms | {without_ms:.1f} ms | "
+            f"{with_ms - without_ms:+.1f} ms | {received[0]} / {received[1]} |"
         )
     print("\nMedians of client-side round trips on loopback; the upstream answers at once, so the")
     print("difference is the plugin's share (both hooks) of a request's time in the proxy. Histories grow")

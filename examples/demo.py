@@ -1,13 +1,13 @@
-"""`make demo`: litellm-governance governing a real request through a real LiteLLM proxy.
+"""`make demo`: litellm-governance governing real requests through a real LiteLLM proxy.
 
-No API key and no network: a local OpenAI-compatible server (`RecordingUpstream`) stands in for
-the provider, and records exactly what it receives. The proxy loads the plugin from its config
-file, as an operator would, and the deployment is GLM (``zai/glm-4.6``) with a 32k window.
+No API key and no network. A local server stands in for GLM: it checks every request it receives
+against GLM's documented rules and its 32,768-token context window, and answers GLM's real
+errors when one is broken (`litellm_governance.emulation`). Two LiteLLM proxies are started from
+their config files, as an operator would: one with the plugin (one line in the config), one
+without. The same requests go to both:
 
-The request is a 400-message coding-agent session (about 100k tokens, real file contents)
-with the damage long agent loops produce: a tool call whose result was lost, a result for a
-call that no longer exists, a result sent twice, two user messages in a row and a trailing
-assistant message. GLM rejects such a request ("code 1214: The messages parameter is illegal").
+1. a coding agent's long chat session with the damage long tool loops produce;
+2. Claude Code's `/v1/messages` traffic, routed to GLM (LiteLLM translates it to chat).
 """
 
 from __future__ import annotations
@@ -15,111 +15,190 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for bench.sessions, the realistic agent-session generator
+sys.path.insert(0, str(ROOT))  # for bench: the realistic agent-session generators
 
-import yaml  # noqa: E402  # installed with litellm[proxy]
-
+from bench.agent_shapes import claude_code_body  # noqa: E402
 from bench.sessions import make_session, make_tools  # noqa: E402
-from litellm_governance.testing import RecordingUpstream, start_proxy  # noqa: E402
+from litellm_governance.emulation import validate  # noqa: E402
+from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy  # noqa: E402
 
 WINDOW = 32_768
+PLUGIN = "litellm_governance.proxy_handler_instance"
 
 
-def broken_session() -> list[dict[str, Any]]:
-    """A long agent session with the damage real loops produce."""
+def step(text: str) -> None:
+    print(text, flush=True)
+
+
+def broken_session() -> tuple[list[dict[str, Any]], list[str]]:
+    """A long agent session with the damage real loops produce, and what was done to it."""
     messages = make_session(400, seed=7)
     calls = [i for i, m in enumerate(messages) if m.get("tool_calls")]
+    damage = []
     lost = calls[len(calls) // 2]
-    del messages[lost + 1]  # 1. a tool result lost (the loop crashed mid-round)
-    messages.insert(calls[5] + 2, {"role": "tool", "tool_call_id": "call_gone", "content": "stale output"})  # 2. orphan
-    answered = messages[-1]
-    messages.append(dict(answered))  # 3. the newest result sent twice
+    del messages[lost + 1]
+    damage.append("a tool result lost (the loop crashed mid-round)")
+    messages.insert(calls[5] + 2, {"role": "tool", "tool_call_id": "call_gone", "content": "stale output"})
+    damage.append("a result for a call that no longer exists")
+    messages.append(dict(messages[-1]))
+    damage.append("the newest result sent twice")
+    messages.insert(3, {"role": "system", "content": "Keep answers short."})
+    damage.append("a system message in the middle (GLM-5#74)")
     messages.append({"role": "user", "content": "Also keep the public API unchanged."})
-    messages.append({"role": "user", "content": "And run the whole test suite before you stop."})  # 4. user run
-    messages.append({"role": "assistant", "content": "Understood. Running"})  # 5. trailing assistant (prefill)
-    return messages
+    messages.append({"role": "user", "content": ""})
+    damage.append("an empty user message")
+    messages.append({"role": "user", "content": "And run the whole test suite before you stop."})
+    messages.append({"role": "assistant", "content": "Understood. Running"})
+    damage.append("a trailing assistant message (prefill)")
+    return messages, damage
 
 
-def problems(messages: list[dict[str, Any]]) -> list[str]:
-    """What a strict provider such as GLM rejects in `messages`."""
-    found: list[str] = []
-    declared: set[str] = set()
-    answered: set[str] = set()
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role == "assistant":
-            for call in message.get("tool_calls") or []:
-                declared.add(call["id"])
-        elif role == "tool":
-            ident = message.get("tool_call_id")
-            if ident not in declared:
-                found.append(f"message {index}: tool result for a call that does not exist")
-            elif ident in answered:
-                found.append(f"message {index}: second result for the same call")
-            answered.add(ident)
-        if index and role in ("user", "assistant") and messages[index - 1].get("role") == role:
-            found.append(f"message {index}: two {role} messages in a row")
-    missing = declared - answered
-    found += [f"tool call {ident} has no result" for ident in sorted(missing)]
-    if messages and messages[-1].get("role") == "assistant":
-        found.append("ends with an assistant message (prefill), which GLM rejects")
-    return found
+def config_for(upstream: RecordingUpstream, *, plugin: bool) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "model_list": [
+            {
+                "model_name": "glm",
+                "litellm_params": {"model": "zai/glm-4.6", "api_base": upstream.base_url, "api_key": "sk-local"},
+                "model_info": {"max_input_tokens": WINDOW},
+            }
+        ],
+        "litellm_settings": {"num_retries": 0},
+    }
+    if plugin:
+        config["litellm_settings"]["callbacks"] = PLUGIN
+    return config
 
 
-def roles(messages: list[dict[str, Any]]) -> str:
-    letters = {"system": "S", "user": "U", "assistant": "A", "tool": "t"}
-    return "".join(letters.get(str(m.get("role")), "?") for m in messages)
+def start_both(upstream: RecordingUpstream, workdir: Path) -> dict[str, ProxyProcess]:
+    """Start the two proxies side by side (each takes a few seconds)."""
+    proxies: dict[str, ProxyProcess] = {}
+    errors: list[BaseException] = []
+
+    def start(name: str, plugin: bool) -> None:
+        try:
+            proxies[name] = start_proxy(config_for(upstream, plugin=plugin), workdir=workdir / name, name=name)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=args) for args in (("with", True), ("without", False))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        for proxy in proxies.values():
+            proxy.stop()
+        raise errors[0]
+    return proxies
+
+
+def provider_error(raw: bytes) -> str:
+    """The provider's own error text inside LiteLLM's error body."""
+    text = raw.decode(errors="replace")
+    for marker in ('{\\"error\\"', '{"error"', '{\\"code\\"'):
+        at = text.find(marker, 1)
+        if at > 0:
+            return text[at : at + 160].replace('\\"', '"') + " ..."
+    return text[:200]
+
+
+def send(proxy: ProxyProcess, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    return proxy.post(path, body, timeout=180)
+
+
+def show_case(
+    title: str,
+    path: str,
+    body: dict[str, Any],
+    damage: list[str],
+    *,
+    proxies: dict[str, ProxyProcess],
+    upstream: RecordingUpstream,
+) -> bool:
+    history = body.get("messages", [])
+    print(f"\n{title}")
+    print(f"  {len(history)} messages; damage in them:")
+    for line in damage:
+        print(f"    - {line}")
+    upstream.clear()
+    status, _, raw = send(proxies["without"], path, body)
+    verdict = upstream.requests[-1].rule if upstream.requests else None
+    print(f"  without the plugin: HTTP {status}" + (f" ({verdict})" if verdict else ""))
+    print(f"    GLM said: {provider_error(raw)}")
+    upstream.clear()
+    status, headers, raw = send(proxies["with"], path, body)
+    print(f"  with the plugin:    HTTP {status}")
+    if status != 200:
+        print(f"    {raw[:400]!r}")
+        return False
+    reply = json.loads(raw)
+    received = upstream.bodies()[-1]
+    sent = received["messages"]
+    header = headers.get("x-litellm-governance", "")
+    usage = reply.get("usage") or {}
+    prompt_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
+    print(f"    x-litellm-governance: {header}")
+    print(f"    GLM received {len(sent)} chat messages and counted {prompt_tokens:,} prompt tokens (window {WINDOW:,})")
+    print(f"    GLM's rules broken in what it received: {validate('glm', 'chat', received) or 'none'}")
+    return True
 
 
 def main() -> None:
     print(__doc__)
-    messages = broken_session()
-    with RecordingUpstream(reply="All tests pass.") as upstream, tempfile.TemporaryDirectory() as tmp:
-        config = {
-            "model_list": [
-                {
-                    "model_name": "glm",
-                    "litellm_params": {"model": "zai/glm-4.6", "api_base": upstream.base_url, "api_key": "sk-local"},
-                    "model_info": {"max_input_tokens": WINDOW},
-                }
-            ],
-            "litellm_settings": {"callbacks": "litellm_governance.proxy_handler_instance"},
-            "callback_settings": {"governance": {"keep_recent": 10}},
-        }
-        print("Proxy config (the plugin is one line under litellm_settings.callbacks):")
-        print("  " + yaml.safe_dump(config, sort_keys=False).replace("\n", "\n  "))
-        print("Starting `litellm --config proxy_config.yaml` ...", flush=True)
-        with start_proxy(config, workdir=Path(tmp)) as proxy:
-            print(f"Proxy live at {proxy.base_url} after {proxy.startup_seconds:.1f} s.\n")
-            found = problems(messages)
-            print(f"Sending {len(messages)} messages with {len(found)} problems GLM would reject:")
-            for line in found:
-                print(f"  - {line}")
-            body = {"model": "glm", "messages": messages, "tools": make_tools(), "max_tokens": 4096}
-            status, headers, raw = proxy.post("/v1/chat/completions", body)
-            if status != 200:
-                raise SystemExit(f"the proxy answered {status}: {raw[:500]!r}")
-            reply = json.loads(raw)
-            received = upstream.bodies()[-1]["messages"]
-            log_lines = [line for line in proxy.log_tail(10_000).splitlines() if "litellm_governance" in line]
-
-    print(f"\nThe client got: {reply['choices'][0]['message']['content']!r}")
-    print(f"Response header  x-litellm-governance: {headers.get('x-litellm-governance')}")
-    print("Proxy log line:  " + (log_lines[-1] if log_lines else "(none)"))
-    print(f"\nWhat the provider received: {len(received)} messages (sent {len(messages)}).")
-    print(f"  roles sent:     {roles(messages[:12])} ... {roles(messages[-8:])}")
-    print(f"  roles received: {roles(received[:12])} ... {roles(received[-8:])}")
-    print(f"  system prompt and task kept whole: {received[0] == messages[0] and received[1] == messages[1]}")
-    print(f"  problems left: {problems(received) or 'none'}")
-    print(
-        f"  last user message: {received[-1]['content'] if received[-1]['role'] == 'user' else received[-1]['role']!r}"
-    )
-    print("\nS system, U user, A assistant, t tool result. Governed for GLM: within the 32k window,")
-    print("old tool output compacted, oldest turns snipped, the task kept, pairs repaired, roles alternating.")
+    started = time.monotonic()
+    with RecordingUpstream(reply="All tests pass.", emulate="glm", window=WINDOW) as upstream:
+        step(f"[1/3] Local GLM stand-in listening on {upstream.base_url} (GLM's rules, {WINDOW:,}-token window).")
+        with tempfile.TemporaryDirectory() as tmp:
+            step("[2/3] Starting two LiteLLM proxies (`litellm --config ...`), with and without the plugin ...")
+            proxies = start_both(upstream, Path(tmp))
+            try:
+                slowest = max(p.startup_seconds for p in proxies.values())
+                step(f"      both live after {slowest:.1f} s. The plugin is one line of the first config:")
+                step(f"        litellm_settings:\n          callbacks: {PLUGIN}")
+                step("[3/3] Sending the same requests to both.")
+                messages, damage = broken_session()
+                chat = {"model": "glm", "messages": messages, "tools": make_tools(), "max_tokens": 4096}
+                ok = show_case(
+                    "Case 1: a coding agent's chat session",
+                    "/v1/chat/completions",
+                    chat,
+                    damage,
+                    proxies=proxies,
+                    upstream=upstream,
+                )
+                claude = claude_code_body(300, seed=5, model="glm")
+                claude_damage = [
+                    "a long Claude Code session: far more than GLM's window",
+                    "thinking blocks, <system-reminder> text riding with tool results, cache_control breakpoints",
+                ]
+                ok = (
+                    show_case(
+                        "Case 2: Claude Code (/v1/messages) pointed at GLM",
+                        "/v1/messages",
+                        claude,
+                        claude_damage,
+                        proxies=proxies,
+                        upstream=upstream,
+                    )
+                    and ok
+                )
+                log = [line for line in proxies["with"].log_tail(4_000).splitlines() if "litellm_governance" in line]
+                print("\nThe plugin's log lines in the proxy (counts and token figures, never content):")
+                for line in log[-4:]:
+                    print(f"  {line}")
+            finally:
+                for proxy in proxies.values():
+                    proxy.stop()
+    print(f"\nDone in {time.monotonic() - started:.0f} s.")
+    print("One request in detail: python -m litellm_governance explain REQUEST.json --model M --html report.html")
+    if not ok:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,16 @@
-"""litellm-governance: fit every chat request to its model's context window and repair it so
-the provider accepts it, as a LiteLLM callback.
+"""litellm-governance: fit every agent request to its model's context window and repair it so
+the provider accepts it, as a LiteLLM callback — chat completions, Anthropic ``/v1/messages`` and
+OpenAI ``/v1/responses`` alike.
 
     from litellm_governance import govern, GovernanceConfig
 
     result = govern(messages, model="zai/glm-4.6")
     result.messages            # governed copy
     result.report.to_dict()    # what was done: counts and token figures
+
+    govern_anthropic(messages, system=..., model=...)     # Anthropic Messages
+    govern_responses(input, instructions=..., model=...)  # OpenAI Responses
+    govern_request(body)                                  # any of the three request bodies
 
 In a LiteLLM proxy config::
 
@@ -20,37 +25,47 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import DEFAULT_COMPACTABLE_TOOLS, GovernanceConfig
+from ._config import AGENT_TOOLS, DEFAULT_COMPACTABLE_TOOLS, NANOBOT_TOOLS, TOOL_PRESETS, GovernanceConfig
 from ._errors import ConfigError, GovernanceError, InvalidRequestError, TokenizerUnavailableError
-from ._pipeline import GovernanceResult, govern
+from ._pipeline import AnthropicResult, GovernanceResult, ResponsesResult, govern, govern_anthropic, govern_responses
 from ._profiles import PROFILES, Profile
 from ._report import GovernanceReport
+from ._request import GovernedRequest, detect_format, govern_request
 
 if TYPE_CHECKING:
-    from .integration import GovernanceHook, govern_sync_request
+    from .integration import GovernanceHook, proxy_handler_instance
 
 __all__ = [
+    "AGENT_TOOLS",
     "DEFAULT_COMPACTABLE_TOOLS",
+    "NANOBOT_TOOLS",
     "PROFILES",
+    "TOOL_PRESETS",
+    "AnthropicResult",
     "ConfigError",
     "GovernanceConfig",
     "GovernanceError",
     "GovernanceHook",
     "GovernanceReport",
     "GovernanceResult",
+    "GovernedRequest",
     "InvalidRequestError",
     "Profile",
+    "ResponsesResult",
     "TokenizerUnavailableError",
+    "detect_format",
     "govern",
-    "govern_sync_request",
+    "govern_anthropic",
+    "govern_request",
+    "govern_responses",
     "proxy_handler_instance",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("GovernanceHook", "proxy_handler_instance", "govern_sync_request"):
+    if name in ("GovernanceHook", "proxy_handler_instance"):
         from . import integration
 
         return getattr(integration, name)

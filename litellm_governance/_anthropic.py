@@ -52,10 +52,15 @@ class AnthropicOutline:
         self.count = len(self.messages)
         self.system = system
         self.view: list[Message] = []
+        #: Repairs made while reading the body (a message whose results did not come first).
+        self.parse_counts: dict[str, int] = {}
+        #: id(outline message) -> where it sits in the client's body (for `explain`)
+        self.where: dict[int, str] = {}
         # id(first outline message of a client message) -> (client message, its outline messages)
         self._groups: dict[int, tuple[Any, tuple[Message, ...]]] = {}
         if system is not None and system not in ("", []):
             self.view.append({"role": "system", "content": system, ORIGIN: Origin(_SYSTEM)})
+            self.where[id(self.view[-1])] = "system"
         for index, message in enumerate(self.messages):
             if not isinstance(message, dict):
                 raise InvalidRequestError(
@@ -63,7 +68,18 @@ class AnthropicOutline:
                     f"got {type(message).__name__}"
                 )
             group = self._parse(message)
-            self._groups[id(group[0])] = (message, group)
+            for part in group:
+                found = origin(part)
+                block = found.native if found is not None else None
+                content = message.get("content")
+                at = next((j for j, b in enumerate(content) if b is block), None) if type(content) is list else None
+                self.where[id(part)] = f"messages[{index}]" + (
+                    f".content[{at}]" if part.get("role") == "tool" and at is not None else ""
+                )
+            if _results_first(message):
+                self._groups[id(group[0])] = (message, group)
+            else:  # rendered anew, results first: "tool_result blocks must come first"
+                self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
             self.view.extend(group)
 
     @staticmethod
@@ -195,6 +211,21 @@ class AnthropicOutline:
                 content = [b for b in content if not (isinstance(b, Mapping) and b.get("type") in _ASSISTANT_ONLY)]
             return {**{k: v for k, v in base.items() if k != "content"}, "role": "user", "content": content}
         return {**base, "role": role, "content": content}
+
+
+def _results_first(message: Mapping[str, Any]) -> bool:
+    """Whether a message's ``tool_result`` blocks (if any) all come before its other blocks."""
+    content = message.get("content")
+    if message.get("role") != "user" or type(content) is not list:
+        return True
+    seen_other = False
+    for block in content:
+        if _is_block(block, "tool_result"):
+            if seen_other:
+                return False
+        else:
+            seen_other = True
+    return True
 
 
 def _is_recovered(message: Message) -> bool:

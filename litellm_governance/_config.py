@@ -56,6 +56,11 @@ ToolSet: TypeAlias = "frozenset[str] | Literal['*']"
 
 #: compact_batch when cache_stable is on and the config names none (bench/cache.py).
 STABLE_COMPACT_BATCH = 20
+#: cache_stable "auto": on from this window up, where it keeps the same recent context as the
+#: literal rules (bench/cache.py, of the last 10 results reaching the model whole, stable against
+#: literal: 9.9/9.9 at 128k, 9.8/9.9 at 64k; 9.7/9.9 at 56k, 9.5/9.9 at 48k, 9.0/9.8 at 40k,
+#: 7.8/9.8 at 32k, 6.7/9.7 at 24k: below 64k a turn is too large a share of the budget).
+AUTO_STABLE_MIN_WINDOW = 64_000
 
 # Upper bound for any token figure a configuration may name: larger than every context window in
 # LiteLLM's model map (10M); anything bigger is a typo or an attack through per-request overrides.
@@ -94,11 +99,18 @@ class GovernanceConfig:
     #: Keep the provider's prompt cache warm: compaction and snipping are replayed over the
     #: conversation's growth with hysteresis, so consecutive requests of an agent loop share
     #: their governed prefix (see README, "Prompt caching"). False: Nanobot's rules on every
-    #: request, which rewrite the prefix on most turns.
-    cache_stable: bool = False
+    #: request, which rewrite the prefix on most turns. ``"auto"`` (the default): on for windows
+    #: from 64k (`AUTO_STABLE_MIN_WINDOW`) and when no window is known, off below (`stable_for`).
+    cache_stable: bool | Literal["auto"] = "auto"
     #: cache_stable only: when history must be cut, cut it back to this share of the room left
-    #: for history, so the following turns append without moving the cut again.
-    snip_watermark: float = 0.3
+    #: for history, so the following turns append without moving the cut again. None (the
+    #: default): derived per request from how many tokens a turn of the conversation adds
+    #: compared with the window (about 0.3 at 24k windows, 0.75 at 128k; see `_stable`).
+    snip_watermark: float | None = None
+    #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
+    #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
+    #: budget with it instead of the profile's fixed ratio.
+    calibrate: bool = True
     #: Force a provider profile (``permissive``, ``anthropic``, ``gemini``, ``strict``) instead of
     #: deriving it from the model's provider.
     profile: str | None = None
@@ -126,12 +138,15 @@ class GovernanceConfig:
         _check_int("min_chars", self.min_chars, minimum=0, maximum=1_000_000_000)
         if self.compact_batch is not None:
             _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
-        if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
-            raise ConfigError(f"snip_watermark must be a number, got {short_repr(self.snip_watermark)}")
-        if not 0.1 <= self.snip_watermark <= 1.0:
-            raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {short_repr(self.snip_watermark)}")
+        if self.snip_watermark is not None:
+            if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
+                raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(self.snip_watermark)}")
+            if not 0.1 <= self.snip_watermark <= 1.0:
+                raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {short_repr(self.snip_watermark)}")
         _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
-        for name in ("cache_stable", "respect_cache_control", "fail_closed", "allow_request_overrides", "enabled"):
+        if self.cache_stable != "auto" and not isinstance(self.cache_stable, bool):
+            raise ConfigError(f'cache_stable must be true, false or "auto", got {short_repr(self.cache_stable)}')
+        for name in ("respect_cache_control", "fail_closed", "allow_request_overrides", "enabled", "calibrate"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {short_repr(getattr(self, name))}")
         object.__setattr__(self, "compactable_tools", _tool_set(self.compactable_tools))
@@ -174,12 +189,21 @@ class GovernanceConfig:
             parts.append(f"{item.name}={value}")
         return ", ".join(parts)
 
-    @property
-    def effective_compact_batch(self) -> int:
+    def stable_for(self, window: int | None) -> bool:
+        """Whether requests for a model with this context window are governed with
+        ``cache_stable``. ``"auto"``: from `AUTO_STABLE_MIN_WINDOW` up, and when no window is known;
+        below it, each turn adds so much of the budget that the stable mode must compact the last
+        results early to keep its prefix (see README, "Prompt caching")."""
+        if isinstance(self.cache_stable, bool):
+            return self.cache_stable
+        # No window: nothing is cut, and compacting in batches keeps at least as many results whole.
+        return window is None or window >= AUTO_STABLE_MIN_WINDOW
+
+    def compact_batch_for(self, stable: bool) -> int:
         """compact_batch, or its default for the mode (1, or 20 with cache_stable)."""
         if self.compact_batch is not None:
             return self.compact_batch
-        return STABLE_COMPACT_BATCH if self.cache_stable else 1
+        return STABLE_COMPACT_BATCH if stable else 1
 
     def is_compactable(self, tool_name: str) -> bool:
         """Whether results of `tool_name` may be compacted."""

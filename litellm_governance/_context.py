@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._config import GovernanceConfig
-from ._messages import SYSTEM_NOTE_LABEL, Message, has_cache_control, is_instruction, system_note
+from ._messages import SYSTEM_NOTE_END, SYSTEM_NOTE_LABEL, Message, has_cache_control, is_instruction, system_note
 from ._pairing import Pairing, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
@@ -41,6 +41,8 @@ class Context:
     text_type: str = "text"
     #: The request format (``chat``, ``anthropic``, ``responses``): a few rules are about one.
     format: str = "chat"
+    #: Shrink with ``cache_stable`` (the config's choice, or "auto" decided from the window).
+    stable: bool = False
     counts: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     over_budget: bool = False
@@ -93,7 +95,11 @@ class Context:
 
         profile = self.profile
         bridge = self.tokens(_BRIDGE) if profile.assistant_after_tool else 0
-        note = self.counter.text(SYSTEM_NOTE_LABEL) + 1 if profile.mid_system is MidSystem.TO_USER else 0
+        note = (
+            self.counter.text(f"{SYSTEM_NOTE_LABEL}\n\n{SYSTEM_NOTE_END}") + 2
+            if profile.mid_system is MidSystem.TO_USER
+            else 0
+        )
         reasoning = 2 if profile.reasoning is not Reasoning.NONE and self.format == "chat" else 0
         return bridge, note, reasoning
 

@@ -19,6 +19,7 @@ from ._errors import InvalidRequestError
 
 __all__ = [
     "ORIGIN",
+    "TRACE",
     "Message",
     "Origin",
     "call_id",
@@ -51,6 +52,18 @@ class _OriginKey:
 
 #: Key of an outline message's `Origin` (an object, not a string: no client key can equal it).
 ORIGIN: Final = _OriginKey()
+
+
+class _TraceKey:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "TRACE"
+
+
+#: Key under which `explain` tags each input message with its index (a tuple of indexes once
+#: merged); steps copy it along with the message, so every output says where it came from.
+TRACE: Final = _TraceKey()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,32 +155,46 @@ def is_system(message: Mapping[str, Any]) -> bool:
     return isinstance(role, str) and role in SYSTEM_ROLES
 
 
-#: First line of a mid-conversation system message turned into a user message.
+#: First and last line of a mid-conversation system message turned into a user message.
 SYSTEM_NOTE_LABEL: Final = "[System note]"
+SYSTEM_NOTE_END: Final = "[/System note]"
 
 
 def system_note(content: object, text_type: str = "text") -> object:
-    """A system message's content as a user message's: labelled, nothing else changed."""
-    if isinstance(content, list):
-        return [{"type": text_type, "text": SYSTEM_NOTE_LABEL}, *content]
+    """A system message's content as a user message's: between a label and an end mark,
+    nothing else changed."""
     if isinstance(content, str):
-        return f"{SYSTEM_NOTE_LABEL}\n{content}"
-    if content is None:
-        return SYSTEM_NOTE_LABEL
-    return [{"type": text_type, "text": SYSTEM_NOTE_LABEL}, content]  # whatever it is, kept after the label
+        return f"{SYSTEM_NOTE_LABEL}\n{content}\n{SYSTEM_NOTE_END}"
+    parts = content if isinstance(content, list) else [] if content is None else [content]
+    return [{"type": text_type, "text": SYSTEM_NOTE_LABEL}, *parts, {"type": text_type, "text": SYSTEM_NOTE_END}]
+
+
+def _edge_text(content: object, last: bool) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        part = content[-1] if last else content[0]
+        text = part.get("text") if isinstance(part, Mapping) else None
+        return text if isinstance(text, str) else None
+    return None
 
 
 def is_instruction(message: Mapping[Any, Any]) -> bool:
-    """A system message, or one turned into a labelled user note: the operator's instructions,
-    counted and kept like the system prompt, never taken for the task."""
+    """A system message, or a user message made only of system notes (see `system_note`): the
+    operator's instructions, counted and kept like the system prompt, never taken for the task.
+    A note merged with the user's own text is the user's message."""
     if is_system(message):
         return True
     if message.get("role") != "user":
         return False
     content = message.get("content")
-    if isinstance(content, list) and content and isinstance(content[0], Mapping):
-        content = content[0].get("text")
-    return isinstance(content, str) and (content == SYSTEM_NOTE_LABEL or content.startswith(SYSTEM_NOTE_LABEL + "\n"))
+    first, last = _edge_text(content, last=False), _edge_text(content, last=True)
+    return (
+        first is not None
+        and last is not None
+        and (first == SYSTEM_NOTE_LABEL or first.startswith(SYSTEM_NOTE_LABEL + "\n"))
+        and (last == SYSTEM_NOTE_END or last.endswith("\n" + SYSTEM_NOTE_END))
+    )
 
 
 def tool_calls(message: Mapping[str, Any]) -> list[Any]:

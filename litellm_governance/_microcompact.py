@@ -15,7 +15,10 @@ from __future__ import annotations
 from ._context import Context
 from ._messages import Message, call_id, call_name, content_chars, tool_calls
 
-__all__ = ["Microcompact", "compact", "compactable_results", "stub_for"]
+__all__ = ["LARGE_RESULT_CHARS", "Microcompact", "compact", "compactable_results", "large_uncompactable", "stub_for"]
+
+#: A tool result this long (about 1,000 tokens) that no rule may compact is named in the report.
+LARGE_RESULT_CHARS = 4_000
 
 
 def stub_for(tool_name: str) -> str:
@@ -62,6 +65,32 @@ def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tup
     return found, protected_count
 
 
+def large_uncompactable(messages: list[Message], ctx: Context, *, limit: int = 5) -> dict[str, int]:
+    """Tools whose results are large but not compactable (not in ``compactable_tools``), with how
+    many such results each has: what an operator may want to add. At most `limit` names, each
+    cut to 40 characters."""
+    config = ctx.config
+    if config.compactable_tools == "*":
+        return {}
+    names: dict[str, str] = {}
+    found: dict[str, int] = {}
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            for call in tool_calls(message):
+                ident, name = call_id(call), call_name(call)
+                if ident is not None and name is not None:
+                    names[ident] = name
+        elif role == "tool" and content_chars(message.get("content")) >= LARGE_RESULT_CHARS:
+            name = message.get("name")
+            if not isinstance(name, str) or not name:
+                ident = message.get("tool_call_id")
+                name = names.get(ident) if isinstance(ident, str) else None
+            if name is not None and not config.is_compactable(name):
+                found[name[:40]] = found.get(name[:40], 0) + 1
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit])
+
+
 def is_oversized(message: Message, limit: int, ctx: Context) -> bool:
     """Whether a result costs more than `limit` tokens (a token is at least one UTF-8 byte, at
     most four per character: most results are ruled out without counting)."""
@@ -84,7 +113,7 @@ class Microcompact:
 
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
         keep_recent = ctx.config.keep_recent if self.keep_recent is None else self.keep_recent
-        batch = ctx.config.effective_compact_batch if self.keep_recent is None else 1
+        batch = ctx.config.compact_batch_for(ctx.stable) if self.keep_recent is None else 1
         candidates, protected = compactable_results(messages, ctx)
         if protected and len(candidates) + protected > keep_recent:
             ctx.counts["compaction_skipped_for_cache"] += min(protected, len(candidates) + protected - keep_recent)

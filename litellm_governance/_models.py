@@ -12,14 +12,14 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
 from ._config import GovernanceConfig
 
-__all__ = ["ModelFacts", "resolve_model"]
+__all__ = ["Deployment", "ModelFacts", "resolve_model", "widest_deployment"]
 
 # Provider prefixes recognised without importing LiteLLM (LiteLLM's own provider strings).
 _KNOWN_PREFIXES: Final = frozenset(
@@ -165,3 +165,35 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
             if window is not None:
                 return window, bool(info.get("supports_assistant_prefill"))
     return None, False
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A deployment of a proxy model group: what governance needs to fit a request to it."""
+
+    model: str
+    provider: str | None = None
+    model_info: Mapping[str, Any] | None = None
+
+
+def widest_deployment(deployments: Iterable[Mapping[str, Any]], config: GovernanceConfig) -> Deployment | None:
+    """Of a model group's deployments (``model_list`` entries of a proxy config or Router), the one
+    with the largest window: fitting to it drops the least that some deployment could take."""
+    best: tuple[int, Deployment] | None = None
+    for entry in deployments:
+        params = entry.get("litellm_params") if isinstance(entry, Mapping) else None
+        model = params.get("model") if isinstance(params, Mapping) else None
+        if not isinstance(model, str) or not model:
+            continue
+        provider = params.get("custom_llm_provider") if isinstance(params, Mapping) else None
+        info = entry.get("model_info")
+        candidate = Deployment(
+            model,
+            provider if isinstance(provider, str) and provider else None,
+            info if isinstance(info, Mapping) else None,
+        )
+        window = resolve_model(model, config=config, provider=candidate.provider, model_info=candidate.model_info)
+        size = window.max_input_tokens or 0
+        if best is None or size > best[0]:
+            best = (size, candidate)
+    return best[1] if best is not None else None

@@ -43,7 +43,7 @@ from ._context import Context
 from ._errors import ConfigError, InvalidRequestError
 from ._ids import UniqueToolCallIds
 from ._messages import Message, validate_messages, validate_tools
-from ._microcompact import Microcompact
+from ._microcompact import Microcompact, large_uncompactable
 from ._models import resolve_model
 from ._orphans import DropOrphans
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
@@ -57,6 +57,7 @@ from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
 __all__ = [
     "AnthropicResult",
     "GovernanceResult",
+    "Outcome",
     "ResponsesResult",
     "govern",
     "govern_anthropic",
@@ -110,6 +111,17 @@ class ResponsesResult:
     report: GovernanceReport
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What `run` produced: the request fields in the client's format, the report, and (for
+    `explain`) the governed outline and the per-request context it was counted with."""
+
+    fields: dict[str, Any]
+    report: GovernanceReport
+    governed: list[Message]
+    context: Context
+
+
 class Outline(Protocol):
     """A request in one format, read into chat-shaped messages for the steps (`_messages`)."""
 
@@ -128,6 +140,11 @@ class Outline(Protocol):
     #: The request as chat-shaped messages (see `_messages`).
     view: list[Message]
 
+    @property
+    def parse_counts(self) -> Mapping[str, int]:
+        """Repairs made while reading the request (counted in the report like a step's)."""
+        ...
+
     def render(self, governed: list[Message]) -> dict[str, Any]:
         """The request fields that carry the governed history, in the request's own format."""
         ...
@@ -142,6 +159,7 @@ class ChatOutline:
     def __init__(self, messages: object) -> None:
         self.view = validate_messages(messages)
         self.count = len(self.view)
+        self.parse_counts: Mapping[str, int] = {}
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         return {"messages": governed}
@@ -165,7 +183,7 @@ def govern(
     ``supports_assistant_prefill``, ``governance_profile``). `token_ratio`, when given, replaces
     the profile's estimate of how many provider tokens one tiktoken token is.
     """
-    fields, report = run(
+    outcome = run(
         ChatOutline(messages),
         model=model,
         tools=tools,
@@ -175,7 +193,7 @@ def govern(
         model_info=model_info,
         token_ratio=token_ratio,
     )
-    return GovernanceResult(messages=list(fields["messages"]), report=report)
+    return GovernanceResult(messages=list(outcome.fields["messages"]), report=outcome.report)
 
 
 def govern_anthropic(
@@ -195,7 +213,7 @@ def govern_anthropic(
     (thinking and its signature, images, documents, ``cache_control``, unknown types) go out
     exactly as they came in."""
     outline = AnthropicOutline(messages, system)
-    fields, report = run(
+    outcome = run(
         outline,
         model=model,
         tools=tools,
@@ -205,7 +223,8 @@ def govern_anthropic(
         model_info=model_info,
         token_ratio=token_ratio,
     )
-    return AnthropicResult(messages=list(fields["messages"]), system=fields.get("system"), report=report)
+    fields = outcome.fields
+    return AnthropicResult(messages=list(fields["messages"]), system=fields.get("system"), report=outcome.report)
 
 
 def govern_responses(
@@ -227,7 +246,7 @@ def govern_responses(
     `previous_response_id` the earlier history is stored upstream: only the visible input is
     governed (outputs answering stored calls are kept) and nothing is snipped."""
     outline = ResponsesOutline(input, instructions, previous_response_id)
-    fields, report = run(
+    outcome = run(
         outline,
         model=model,
         tools=tools,
@@ -237,8 +256,9 @@ def govern_responses(
         model_info=model_info,
         token_ratio=token_ratio,
     )
+    fields = outcome.fields
     return ResponsesResult(
-        input=fields.get("input", input), instructions=fields.get("instructions", instructions), report=report
+        input=fields.get("input", input), instructions=fields.get("instructions", instructions), report=outcome.report
     )
 
 
@@ -252,8 +272,10 @@ def run(
     provider: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     token_ratio: float | None = None,
-) -> tuple[dict[str, Any], GovernanceReport]:
-    """Govern `outline`: the rendered request fields and the report."""
+    ratio_source: str | None = None,
+) -> Outcome:
+    """Govern `outline`: the rendered request fields, the report, and the governed outline.
+    `ratio_source` says where a given `token_ratio` came from (for the report; default ``given``)."""
     config = _DEFAULT_CONFIG if config is None else config
     if not isinstance(config, GovernanceConfig):
         raise InvalidRequestError(f"config must be a GovernanceConfig, got {type(config).__name__}")
@@ -288,6 +310,7 @@ def run(
     )
     if profile.trailing_assistant is TrailingAssistant.IF_PREFILL:
         ctx.allow_prefill = facts.prefill_supported(model)
+    ctx.stable = config.stable_for(facts.max_input_tokens)
     notes: list[str] = []
     left_alone = getattr(outline, "left_alone", None)
     history_upstream = bool(getattr(outline, "history_upstream", False))
@@ -307,6 +330,7 @@ def run(
     ctx.tools_tokens = ctx.counter.tools(tool_list)
     raw_before = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in original)
 
+    large = large_uncompactable(original, ctx)
     governed = original
     if left_alone is not None:
         notes.append(left_alone)
@@ -322,7 +346,13 @@ def run(
         notes.append(
             "over budget: even the smallest valid request (system, latest user message, newest turn) is too big"
         )
-    changed = len(governed) != len(original) or any(a is not b for a, b in zip(governed, original, strict=False))
+    parse_counts: Mapping[str, int] = getattr(outline, "parse_counts", None) or {}
+    ctx.counts.update(parse_counts)
+    changed = (
+        bool(parse_counts)
+        or len(governed) != len(original)
+        or any(a is not b for a, b in zip(governed, original, strict=False))
+    )
     fields = outline.render(governed) if changed else outline.render(original)
     breakpoint_index = ctx.last_breakpoint(original)
     prefix_rewritten = breakpoint_index >= 0 and (
@@ -348,9 +378,12 @@ def run(
         notes=tuple(notes + ctx.notes),
         format=outline.format,
         token_ratio=round(ratio, 4),
-        ratio_source="static" if token_ratio is None else "given",
+        ratio_source="static" if token_ratio is None else ratio_source or "given",
+        cache_stable=ctx.stable,
+        estimated_tokens=raw_after,
+        large_uncompacted=large,
     )
-    return fields, report
+    return Outcome(fields=fields, report=report, governed=governed, context=ctx)
 
 
 def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, provider: str, model: str) -> Profile:
@@ -382,7 +415,7 @@ def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
         ctx.counts = counts_before.copy()
         ctx.over_budget = False
         ctx.ignore_breakpoints = ignore_breakpoints
-        if ctx.config.cache_stable:
+        if ctx.stable:
             result = StableShrink(keep_recent=keep_recent)(messages, ctx)
         else:
             result = _SNIP(Microcompact(keep_recent=keep_recent)(messages, ctx), ctx)

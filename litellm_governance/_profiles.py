@@ -7,6 +7,7 @@ does not know gets ``strict``, the profile every provider accepts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -204,6 +205,9 @@ _OPENROUTER_VENDORS: Mapping[str, str] = {
 }
 
 
+_MISTRAL_FAMILY = re.compile(r"mistral|mixtral|devstral|ministral|codestral|magistral")
+
+
 def profile_for(provider: str, model: str) -> Profile:
     """The profile for a LiteLLM provider string and model name (unknown → ``strict``)."""
     provider = provider.lower()
@@ -219,6 +223,9 @@ def profile_for(provider: str, model: str) -> Profile:
         if claude:
             return ANTHROPIC if "/invoke/" in f"/{model_lower}" else BEDROCK_CLAUDE
         return BEDROCK
+    if provider == "hosted_vllm" and _MISTRAL_FAMILY.search(model_lower):
+        # vLLM serves Mistral models with Mistral's own validator or chat template: Mistral's rules.
+        return MISTRAL
     if provider.startswith("vertex_ai"):
         if claude:
             return ANTHROPIC

@@ -23,6 +23,12 @@ _SUMMARY_KEYS = (
     ("tool_call_ids_renamed", "ids_renamed"),
     ("malformed_calls_dropped", "malformed"),
     ("empty_messages_dropped", "empty"),
+    ("blank_text_dropped", "blank_text"),
+    ("system_converted", "system_notes"),
+    ("system_hoisted", "system_hoisted"),
+    ("assistant_bridge_inserted", "bridges"),
+    ("reasoning_content_filled", "reasoning"),
+    ("outputs_retyped", "retyped"),
 )
 
 
@@ -56,6 +62,14 @@ class GovernanceReport:
     #: (``static``: the profile's; ``given``: the caller's; ``learned, n=…``: calibration).
     token_ratio: float = 1.0
     ratio_source: str = "static"
+    #: Whether the request was shrunk with ``cache_stable``.
+    cache_stable: bool = False
+    #: What is sent, in tiktoken tokens (before the ratio): what calibration compares the
+    #: provider's ``usage.prompt_tokens`` with.
+    estimated_tokens: int = 0
+    #: Tools with results of 4,000+ characters that are not compactable, and how many: candidates
+    #: for ``compactable_tools``.
+    large_uncompacted: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
@@ -79,6 +93,9 @@ class GovernanceReport:
             "format": self.format,
             "token_ratio": self.token_ratio,
             "ratio_source": self.ratio_source,
+            "cache_stable": self.cache_stable,
+            "estimated_tokens": self.estimated_tokens,
+            "large_uncompacted": dict(self.large_uncompacted),
         }
 
     def then(self, later: GovernanceReport) -> GovernanceReport:
@@ -97,9 +114,16 @@ class GovernanceReport:
         )
 
     def summary(self) -> str:
-        """One line for a response header or a log: ``compacted=3; snipped=41; tokens=182113->109876``."""
+        """One line for a response header or a log: what changed (or ``unchanged``), the tokens,
+        the profile and the budget, e.g. ``compacted=3; snipped=41; tokens=182113->109876;
+        profile=strict; budget=26880``."""
         parts = [f"{label}={self.steps[key]}" for key, label in _SUMMARY_KEYS if self.steps.get(key)]
-        parts.append(f"tokens={self.tokens_before}->{self.tokens_after}")
+        if self.changed:
+            parts.append(f"tokens={self.tokens_before}->{self.tokens_after}")
+        else:
+            parts = ["unchanged", f"tokens={self.tokens_after}"]
+        parts.append(f"profile={self.profile}")
+        parts.append(f"budget={self.budget if self.budget is not None else 'none'}")
         if self.over_budget:
             parts.append("over_budget")
         return "; ".join(parts)

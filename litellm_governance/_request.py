@@ -81,6 +81,7 @@ def govern_request(
     provider: str | None = None,
     model_info: Mapping[str, Any] | None = None,
     token_ratio: float | None = None,
+    ratio_source: str | None = None,
 ) -> GovernedRequest:
     """Govern a request body — chat completions (``messages``), Anthropic Messages (``messages``
     + ``system``) or Responses (``input`` + ``instructions``) — or the kwargs of the matching
@@ -97,21 +98,8 @@ def govern_request(
     target_model = model or request.get("model")
     if not isinstance(target_model, str) or not target_model:
         raise InvalidRequestError("the request has no 'model' and none was given")
-    outline: Outline
-    if chosen == "chat":
-        outline = ChatOutline(plain_messages(request.get("messages")))
-        max_output = _max_output(request, ("max_completion_tokens", "max_tokens"))
-    elif chosen == "anthropic":
-        outline = AnthropicOutline(plain_messages(request.get("messages")), request.get("system"))
-        max_output = _max_output(request, ("max_tokens",))
-    elif chosen == "responses":
-        outline = ResponsesOutline(
-            plain_messages(request.get("input")), request.get("instructions"), request.get("previous_response_id")
-        )
-        max_output = _max_output(request, ("max_output_tokens",))
-    else:
-        raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {chosen!r}")
-    fields, report = run(
+    outline, max_output = read_request(request, chosen)
+    outcome = run(
         outline,
         model=target_model,
         tools=request.get("tools"),
@@ -120,12 +108,33 @@ def govern_request(
         provider=provider,
         model_info=dict(model_info) if model_info else None,
         token_ratio=token_ratio,
+        ratio_source=ratio_source,
     )
+    report = outcome.report
     if not report.changed:
         return GovernedRequest(request=request if isinstance(request, dict) else dict(request), report=report)
     governed = dict(request)
-    governed.update(fields)
+    governed.update(outcome.fields)
     return GovernedRequest(request=governed, report=report)
+
+
+def read_request(request: Mapping[str, Any], format: Format) -> tuple[Outline, int | None]:
+    """The request's history as an outline, and the output tokens it asks for."""
+    outline: Outline
+    if format == "chat":
+        outline = ChatOutline(plain_messages(request.get("messages")))
+        max_output = _max_output(request, ("max_completion_tokens", "max_tokens"))
+    elif format == "anthropic":
+        outline = AnthropicOutline(plain_messages(request.get("messages")), request.get("system"))
+        max_output = _max_output(request, ("max_tokens",))
+    elif format == "responses":
+        outline = ResponsesOutline(
+            plain_messages(request.get("input")), request.get("instructions"), request.get("previous_response_id")
+        )
+        max_output = _max_output(request, ("max_output_tokens",))
+    else:
+        raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    return outline, max_output
 
 
 def plain_messages(messages: object) -> object:

@@ -83,17 +83,25 @@ class ResponsesOutline:
         self.history_upstream = isinstance(previous_response_id, str) and bool(previous_response_id)
         #: Why the input is left alone (a string input), or None.
         self.left_alone: str | None = None
+        self.parse_counts: dict[str, int] = {}
+        #: id(outline message) -> where it sits in the client's body (for `explain`)
+        self.where: dict[int, str] = {}
         self.view: list[Message] = []
         self._originals: set[int] = set()
         if instructions is not None and instructions != "":
             self.view.append({"role": "system", "content": instructions, ORIGIN: Origin(_INSTRUCTIONS)})
+            self.where[id(self.view[-1])] = "instructions"
         if isinstance(items, str):
             self.left_alone = "input is a string (a single user turn): nothing to govern"
+            self.view.append({"role": "user", "content": items, ORIGIN: Origin(items)})  # counted, not governed
+            self.where[id(self.view[-1])] = "input"
             return
         if isinstance(items, (bytes, Mapping)) or not isinstance(items, Sequence):
             raise InvalidRequestError(f"input must be a string or a list of items, got {type(items).__name__}")
         run: Message | None = None
         run_order: list[Any] = []
+        first_of_run = 0
+        call_kinds: dict[Any, Any] = {}
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InvalidRequestError(
@@ -104,9 +112,14 @@ class ResponsesOutline:
                 if run is None:
                     run, run_order = {"role": "assistant", "content": []}, []
                     self.view.append(run)
+                    first_of_run = index
+                self.where[id(run)] = (
+                    f"input[{first_of_run}]" if index == first_of_run else f"input[{first_of_run}..{index}]"
+                )
                 run_order.append(item)
                 run[ORIGIN] = Origin(None, tuple(run_order))
                 if _is_call(item):
+                    call_kinds[item.get("call_id")] = item.get("type")
                     call = {
                         "id": item.get("call_id"),
                         "type": "function",
@@ -118,7 +131,12 @@ class ResponsesOutline:
                     run["content"].append(item)
                 continue
             run = None
+            before = len(self.view)
             if _is_output(item):
+                kind = call_kinds.get(_call_id(item))
+                if isinstance(kind, str) and item.get("type") != f"{kind}_output":
+                    # an output of the wrong kind answers nothing: rendered as its call's kind
+                    self.parse_counts["outputs_retyped"] = self.parse_counts.get("outputs_retyped", 0) + 1
                 self.view.append(
                     {
                         "role": "tool",
@@ -131,6 +149,8 @@ class ResponsesOutline:
                 self.view.append({"role": item["role"], "content": item.get("content"), ORIGIN: Origin(item)})
             else:
                 self.view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item)})
+            if len(self.view) > before:
+                self.where[id(self.view[-1])] = f"input[{index}]"
         if self.history_upstream:
             self._stand_in_for_stored_calls()
         self._originals = {id(m) for m in self.view}
@@ -168,12 +188,7 @@ class ResponsesOutline:
         """The body's ``input`` (and ``instructions``)."""
         if self.left_alone is not None:
             return {}
-        call_types = {
-            c.get("id"): found.native.get("type")
-            for m in governed
-            for c in m.get("tool_calls", ())
-            if isinstance(c, Mapping) and (found := origin(c)) is not None and isinstance(found.native, Mapping)
-        }
+        call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
         out: list[Any] = []
         fields: dict[str, Any] = {}
         for message in governed:
@@ -186,13 +201,21 @@ class ResponsesOutline:
                 continue
             role = message.get("role")
             if role == "assistant":
+                call_types = {
+                    c.get("id"): call.native.get("type")
+                    for c in message.get("tool_calls", ())
+                    if isinstance(c, Mapping) and (call := origin(c)) is not None and isinstance(call.native, Mapping)
+                }
                 if unchanged and found is not None:
                     out.extend(found.order)
                 else:
                     order = found.order if found is not None else ()
                     out.extend(interleave(_parts(message.get("content")), message.get("tool_calls"), order, _call_item))
             elif role == "tool":
-                out.append(found.native if unchanged and found is not None else _output_item(message, call_types))
+                if unchanged and found is not None and _kind_fits(found.native, call_types):
+                    out.append(found.native)
+                else:
+                    out.append(_output_item(message, call_types))
             elif unchanged and found is not None:
                 out.append(found.native)
             elif role == OPAQUE_ROLE:
@@ -236,17 +259,25 @@ def _output_item(message: Message, call_types: Mapping[Any, Any]) -> dict[str, A
     found = origin(message)
     ident = message.get("tool_call_id")
     content = message.get("content")
+    call_type = call_types.get(ident)
     if found is not None and isinstance(found.native, Mapping):
         item = dict(found.native)
+        if isinstance(call_type, str):
+            item["type"] = f"{call_type}_output"
         item["call_id" if "call_id" in item or item.get("type") != "local_shell_call_output" else "id"] = ident
         if content == "" and "output" not in found.native:
             item.pop("output", None)
         else:
             item["output"] = content
         return item
-    call_type = call_types.get(ident)
     kind = f"{call_type}_output" if isinstance(call_type, str) else "function_call_output"
     return {"type": kind, "call_id": ident, "output": content}
+
+
+def _kind_fits(item: Any, call_types: Mapping[Any, Any]) -> bool:
+    """Whether an output item is of the kind its call needs (or its call is held upstream)."""
+    call_type = call_types.get(_call_id(item)) if isinstance(item, Mapping) else None
+    return not isinstance(call_type, str) or item.get("type") == f"{call_type}_output"
 
 
 def _message_item(message: Message, found: Origin | None) -> dict[str, Any]:

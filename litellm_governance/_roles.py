@@ -30,6 +30,7 @@ from __future__ import annotations
 from ._context import BRIDGE_CONTENT, Context, synthetic_user
 from ._messages import (
     ORIGIN,
+    TRACE,
     Message,
     is_blank_part,
     is_empty_content,
@@ -148,6 +149,8 @@ def _merge(previous: Message, current: Message, ctx: Context) -> Message:
     first_origin, later_origin = origin(previous), origin(current)
     if first_origin is not None:
         merged[ORIGIN] = first_origin.merged(later_origin) if later_origin is not None else first_origin
+    if TRACE in previous or TRACE in current:  # explain: the merged message stands for both
+        merged[TRACE] = (*previous.get(TRACE, ()), *current.get(TRACE, ()))
     return merged
 
 

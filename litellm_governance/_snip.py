@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._context import Context
+from ._context import BRIDGE_CONTENT, Context
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
 
@@ -41,7 +41,9 @@ class Layout:
     @classmethod
     def of(cls, messages: list[Message], ctx: Context) -> Layout:
         """Units and their costs, including what the role rules will add to them (a bridge turn
-        before a user message that follows tool results, a system note's label, reasoning)."""
+        after tool results that a user message follows, a system note's label, reasoning). A bridge
+        turn the rules already inserted belongs to the results it follows, as text that came with
+        the results does: so a governed request is cut exactly as its input was."""
         layout = cls([], [], [], [], ctx.tools_tokens + REPLY_PRIMING)
         bridge, note, reasoning = ctx.rule_overheads()
         index = 0
@@ -49,20 +51,27 @@ class Layout:
         while index < len(messages):
             message = messages[index]
             if is_instruction(message):
-                layout.fixed += ctx.tokens(message) + (note if layout.units and message.get("role") != "user" else 0)
+                layout.fixed += ctx.tokens(message)
+                if layout.units and message.get("role") != "user":  # a system message that will become a note
+                    layout.fixed += note
                 index += 1
                 continue
             end = index + 1
             role = message.get("role")
+            tokens = 0
             if role == "assistant" and message.get("tool_calls"):
                 while end < len(messages) and messages[end].get("role") == "tool":
                     end += 1
+                if end < len(messages) and _continues(messages[end]):
+                    end += 1  # text that came with the results (Anthropic) goes where they go
+                if end < len(messages) and is_bridge(messages[end]):
+                    end += 1
+                elif bridge and end < len(messages) and messages[end].get("role") in ("user", "system", "developer"):
+                    tokens += bridge  # the rules will put a bridge turn here
             unit = len(layout.units)
             layout.units.append((index, end))
-            tokens = sum(ctx.tokens(messages[i]) for i in range(index, end))
-            if role == "user" and index and messages[index - 1].get("role") == "tool":
-                tokens += bridge
-            elif role == "assistant":
+            tokens += sum(ctx.tokens(messages[i]) for i in range(index, end))
+            if role == "assistant":
                 tokens += reasoning
             layout.tokens.append(tokens)
             layout.previous_user.append(latest_user)
@@ -92,6 +101,20 @@ class Layout:
             return tail + (synthetic if starts_with_assistant else 0)
 
         return cost
+
+
+def is_bridge(message: Message) -> bool:
+    """The assistant turn the rules put between tool results and a user message."""
+    return (
+        message.get("role") == "assistant"
+        and message.get("content") == BRIDGE_CONTENT
+        and not message.get("tool_calls")
+    )
+
+
+def _continues(message: Message) -> bool:
+    found = origin(message)
+    return found is not None and found.continuation and message.get("role") == "user"
 
 
 def is_task(message: Message) -> bool:

@@ -730,8 +730,8 @@ RULES: Final[tuple[Rule, ...]] = (
         id="vllm.alternation",
         provider="vllm",
         wire="chat",
-        checks="chat template (Mistral-7B-Instruct-v0.3 style): ignoring tool messages and assistant tool-call "
-        "messages, user/assistant alternate starting with user",
+        checks="chat template of Mistral-family models (Mistral-7B-Instruct-v0.3 style): ignoring tool messages "
+        "and assistant tool-call messages, user/assistant alternate starting with user",
         error="After the optional system message, conversation roles must alternate user/assistant/user/assistant/...",
         source="https://github.com/vllm-project/vllm/issues/6862 ; https://github.com/microsoft/autogen/issues/1037",
     ),
@@ -1010,11 +1010,16 @@ def _validate_moonshot(body: _JSON, model: str | None) -> Violation | None:
     return None
 
 
+_MISTRAL_FAMILY: Final = re.compile(r"mistral|mixtral|devstral|ministral|codestral|magistral")
+
+
 def _validate_vllm(body: _JSON, model: str | None) -> Violation | None:
     messages = _messages(body)
     for index, message in enumerate(messages):
         if message.get("role") == "system" and index != 0:
             return _violation("vllm.system_not_first")
+    if not _MISTRAL_FAMILY.search(_model_name(body, model).lower()):
+        return None  # other templates (Qwen, Llama) do not check alternation
     # Mistral-7B-Instruct-v0.3's template: tool results and assistant tool calls are not counted.
     rest = messages[1:] if messages and messages[0].get("role") == "system" else messages
     turns = [

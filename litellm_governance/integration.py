@@ -26,6 +26,17 @@ keeps, so every logging integration sees it —, a short ``x-litellm-governance`
 from the proxy, and one INFO log line per changed request on the ``litellm_governance`` logger.
 Counts and token figures only, never content.
 
+Calibration (``calibrate``, on by default; the estimator is `_calibration`): both passes budget
+with the deployment's learned ratio (provider tokens per tiktoken token; key: ``model_info.id``,
+else model + ``api_base``) once it has one, and remember, by LiteLLM's ``litellm_call_id``, the
+estimate of what they sent. The answer teaches: ``usage`` in
+``async_post_call_success_deployment_hook`` (inline) or ``async_log_success_event`` (streaming; the
+log event's ``messages`` are the client's, so the remembered estimate is used, never those); a
+context-length rejection in ``async_post_call_failure_deployment_hook`` (inline, before a
+``context_window_fallbacks`` fallback runs; ``async_log_failure_event`` where LiteLLM has no such
+hook) tightens the ratio at once. Learned ratios are per process, and shared through the Redis of
+LiteLLM's own DualCache where the proxy has one (`_shared_cache`), under `CALIBRATION_KEY_PREFIX`.
+
 Failure: an internal error logs a warning and lets the original request through (fail-open),
 unless the operator set ``fail_closed``, in which case the client gets a 400. A configuration
 error (an unknown profile in a deployment's ``model_info``) is reported as one, naming the field,
@@ -37,11 +48,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -52,9 +66,11 @@ litellm = import_litellm()  # with LiteLLM's bundled model map, unless the proce
 from litellm.exceptions import BadRequestError  # noqa: E402
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
+from . import _calibration  # noqa: E402
+from ._calibration import Calibration, ContextError, Event, Sample  # noqa: E402
 from ._config import GovernanceConfig, short_repr, suggestion  # noqa: E402
 from ._errors import ConfigError, InvalidRequestError  # noqa: E402
-from ._models import resolve_model  # noqa: E402
+from ._models import resolve_model, widest_deployment  # noqa: E402
 from ._profiles import PROFILES  # noqa: E402
 from ._report import GovernanceReport  # noqa: E402
 from ._request import Format, GovernedRequest, govern_request  # noqa: E402
@@ -114,6 +130,29 @@ _OFF_LOOP_CHARS: Final = 500_000
 _STATE_KEY: Final = "_governance_state"
 # A configuration error is logged again at most this often (seconds) while it lasts.
 _CONFIG_ERROR_INTERVAL: Final = 60.0
+#: Calibration (``calibrate``): key of a deployment's learned ratio in the proxy's shared cache
+#: (Redis), followed by the deployment's ``model_info.id``. Delete ``litellm_governance:calibration:*``
+#: to make every instance start over; a changed estimator gets a new version, so old values are ignored.
+CALIBRATION_KEY_PREFIX: Final = f"litellm_governance:calibration:v{_calibration.VALUE_VERSION}:"
+# Seconds a learned ratio lives in the shared cache after its last update.
+_CALIBRATION_TTL: Final = 7 * 24 * 3600
+# Seconds a process uses its copy of a learned ratio before re-reading it (in the background).
+_CALIBRATION_REFRESH: Final = 1.0
+# Seconds between two writes of one deployment's ratio by one process (news in between is batched).
+_CALIBRATION_WRITE_INTERVAL: Final = 1.0
+# Seconds one shared-cache read or write may take; past that the process goes on with what it has.
+_CALIBRATION_TIMEOUT: Final = 0.25
+# Requests between governance and the provider's answer remembered (by LiteLLM's call id), deployments
+# remembered, and events kept for the shared cache while it cannot be reached.
+_CALIBRATION_IN_FLIGHT: Final = 10_000
+_CALIBRATION_DEPLOYMENTS: Final = 4096
+_CALIBRATION_PENDING: Final = 256
+# The output a request asks for, per format (what the provider reserves next to the prompt).
+_MAX_OUTPUT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "chat": ("max_completion_tokens", "max_tokens"),
+    "anthropic": ("max_tokens",),
+    "responses": ("max_output_tokens",),
+}
 
 
 @dataclass(frozen=True)
@@ -141,10 +180,19 @@ class _PassState:
     target_key: object
     config: GovernanceConfig
     pre_call_report: GovernanceReport | None
+    #: The learned ratio the pass used (None: the profile's).
+    token_ratio: float | None = None
 
-    def matches(self, history: object, target: _Target, config: GovernanceConfig) -> bool:
+    def matches(
+        self, history: object, target: _Target, config: GovernanceConfig, token_ratio: float | None = None
+    ) -> bool:
         # id() is safe here: the list is alive in the very request this state belongs to.
-        return id(history) == self.history_id and target.key() == self.target_key and config == self.config
+        return (
+            id(history) == self.history_id
+            and target.key() == self.target_key
+            and config == self.config
+            and token_ratio == self.token_ratio
+        )
 
 
 def completion(*, config: GovernanceConfig | None = None, **kwargs: Any) -> Any:
@@ -175,6 +223,7 @@ class GovernanceHook(CustomLogger):
         self._failures_logged: set[str] = set()
         self._config_errors_logged: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._calibration = _CalibrationStore()
         self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
 
     @property
@@ -223,6 +272,121 @@ class GovernanceHook(CustomLogger):
         summary = report.get("summary") if report else None
         return {HEADER: summary} if isinstance(summary, str) else None
 
+    # ---- calibration: learning from the provider's answers ---------------------------------------
+    # The deployment-level hooks fire inline, with the request as sent (LiteLLM 1.100 and later for
+    # failures); the log events fire once per client request, after the answer, and are what
+    # streaming responses and older LiteLLM versions leave. Whichever sees a request's answer first
+    # learns from it: the estimate of what was sent is taken from the in-flight table once.
+
+    async def async_post_call_success_deployment_hook(
+        self, request_data: dict[str, Any], response: Any, call_type: Any
+    ) -> Any:
+        """A deployment answered (not streaming): learn its ratio from ``usage``."""
+        self._learn_success(request_data, _usage_of(response))
+        return None
+
+    async def async_post_call_failure_deployment_hook(
+        self, request_data: Mapping[str, Any], exception: Exception, call_type: Any, fallback_depth: int | None = None
+    ) -> None:
+        """A deployment rejected the request: a context-length error tightens its ratio at once."""
+        self._learn_failure(request_data, exception)
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """A request succeeded (streaming ones too): learn from ``usage`` if no deployment hook did."""
+        usage = _usage_of(response_obj)
+        if _calibration.prompt_tokens_of(usage) is None:
+            payload = kwargs.get("standard_logging_object")
+            usage = {"prompt_tokens": payload.get("prompt_tokens")} if isinstance(payload, Mapping) else None
+        self._learn_success(kwargs, usage)
+
+    async def async_log_failure_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """A request failed: as the failure deployment hook, where LiteLLM has none."""
+        exception = kwargs.get("exception")
+        if isinstance(exception, BaseException):
+            self._learn_failure(kwargs, exception)
+
+    def reset_calibration(self) -> None:
+        """Forget what this process learned (a shared cache's keys stay: see CALIBRATION_KEY_PREFIX)."""
+        self._calibration.reset()
+
+    def _learn_success(self, data: Mapping[str, Any], usage: object) -> None:
+        try:
+            call_id = _call_id(data)
+            reported = _calibration.prompt_tokens_of(usage)
+            if call_id is None or reported is None:
+                return  # (a streaming answer's usage comes with the log event)
+            sent = self._calibration.take(call_id)
+            if sent is None:
+                return
+            ratio = _calibration.sample_ratio(reported, sent.estimated)
+            if ratio is not None:
+                self._calibration.learn(sent.key, Sample(ratio))
+        except Exception as exc:  # noqa: BLE001 - learning never breaks a request
+            self._calibration_failed(exc)
+
+    def _learn_failure(self, data: Mapping[str, Any], exception: BaseException) -> None:
+        try:
+            call_id = _call_id(data)
+            if call_id is None:
+                return
+            error = _calibration.parse_context_error(str(exception))
+            window_error = getattr(litellm, "ContextWindowExceededError", None)
+            if error is None and isinstance(window_error, type) and isinstance(exception, window_error):
+                error = ContextError()
+            sent = self._calibration.take(call_id)
+            if error is None or sent is None:
+                return
+            event = _calibration.rejection(
+                error,
+                estimated=sent.estimated,
+                used=sent.ratio,
+                max_output_sent=sent.max_output,
+                window=sent.window,
+                over_budget=sent.over_budget,
+            )
+            state = self._calibration.learn(sent.key, event)
+            # Figures only: the provider's text may quote the request.
+            logger.info(
+                "calibration: context-length rejection by deployment %s (estimated %d tokens at ratio %.3f, provider "
+                "count %s): ratio now %s",
+                short_repr(sent.key),
+                sent.estimated,
+                sent.ratio,
+                error.prompt(sent.max_output) if error.prompt(sent.max_output) is not None else "not given",
+                f"{state.ratio:.3f}" if state.ratio is not None else "static",
+            )
+        except Exception as exc:  # noqa: BLE001 - learning never breaks a request
+            self._calibration_failed(exc)
+
+    async def _learned_ratio(self, key: str) -> tuple[float | None, str | None]:
+        """The learned ratio for deployment `key` and where it came from, or (None, None): the profile's."""
+        try:
+            learned = await self._calibration.lookup(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - calibration never breaks a request
+            self._calibration_failed(exc)
+            return None, None
+        if learned is None or learned.ratio is None:
+            return None, None
+        return learned.ratio, learned.source
+
+    def _calibration_failed(self, exc: BaseException) -> None:
+        signature = f"calibration:{type(exc).__name__}:{_where(exc)}"
+        with self._lock:
+            first = signature not in self._failures_logged
+            self._failures_logged.add(signature)
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "calibration skipped (%s at %s): budgets use the profile's ratio",
+            type(exc).__name__,
+            _where(exc),
+        )
+
     # ---- the work ------------------------------------------------------------------------
 
     async def _govern(
@@ -243,6 +407,10 @@ class GovernanceHook(CustomLogger):
         in_proxy = stage == "pre_call" or isinstance(state, _PassState)
         history = request.get(_HISTORY[fmt])
         target: _Target | None = None
+        # Calibration: the deployment's learned ratio, and what to remember until its provider answers.
+        calibration_key: str | None = None
+        token_ratio: float | None = None
+        ratio_source: str | None = None
         try:
             config, client_window, notes = self._request_config(config, request, fmt)
             if not config.enabled:
@@ -250,8 +418,18 @@ class GovernanceHook(CustomLogger):
             target = target_of()
             if client_window is not None:
                 config = self._bounded_window(config, client_window, target)
-            if isinstance(state, _PassState) and state.matches(history, target, config):
-                return None  # the proxy's pre-call pass already fitted this history to this target
+            if config.calibrate:
+                calibration_key = _calibration_key(target, request)
+                token_ratio, ratio_source = await self._learned_ratio(calibration_key)
+            call_id = _call_id(request)
+            if isinstance(state, _PassState) and state.matches(history, target, config, token_ratio):
+                # The proxy's pre-call pass already fitted this history to this target: what it
+                # estimated is what is sent (remembered here too, for a pre-call pass without a call id).
+                if calibration_key is not None and state.pre_call_report is not None:
+                    self._remember_sent(request, fmt, call_id, calibration_key, state.pre_call_report, replace=False)
+                return None
+            if call_id is not None:
+                self._calibration.forget(call_id)  # an earlier pass's estimate is not what is sent now
             run = functools.partial(
                 govern_request,
                 request,
@@ -260,6 +438,8 @@ class GovernanceHook(CustomLogger):
                 model=target.model,
                 provider=target.provider,
                 model_info=target.model_info,
+                token_ratio=token_ratio,
+                ratio_source=ratio_source,
             )
             # Big requests are governed off the event loop, so other requests are not held up.
             governed = await asyncio.to_thread(run) if _approximate_chars(history) > _OFF_LOOP_CHARS else run()
@@ -291,8 +471,40 @@ class GovernanceHook(CustomLogger):
                 target_key=target.key(),
                 config=config,
                 pre_call_report=report if stage == "pre_call" else first,
+                token_ratio=token_ratio,
             )
+        if calibration_key is not None:
+            self._remember_sent(updated, fmt, call_id, calibration_key, report)
         return updated if updated is not request else None
+
+    def _remember_sent(
+        self,
+        request: Mapping[str, Any],
+        fmt: Format,
+        call_id: str | None,
+        key: str,
+        report: GovernanceReport,
+        *,
+        replace: bool = True,
+    ) -> None:
+        """Remember the estimate of what is sent until the provider answers (by LiteLLM's call id).
+        The estimate covers what is sent unless the history is a string (left alone) or is stored
+        upstream (``previous_response_id``): then there is nothing to learn from the answer."""
+        if call_id is None or not isinstance(request.get(_HISTORY[fmt]), list):
+            return
+        if fmt == "responses" and request.get("previous_response_id"):
+            return
+        if not replace and self._calibration.has(call_id):
+            return
+        sent = _Sent(
+            key=key,
+            estimated=report.estimated_tokens,
+            ratio=report.token_ratio,
+            max_output=_max_output_sent(request, fmt),
+            window=report.context_window,
+            over_budget=report.over_budget,
+        )
+        self._calibration.remember(call_id, sent)
 
     def _request_config(
         self, config: GovernanceConfig, request: Mapping[str, Any], fmt: Format
@@ -341,20 +553,8 @@ class GovernanceHook(CustomLogger):
         """The proxy's deployment of `group` with the largest window (or `group` itself)."""
         if not isinstance(group, str) or not group:
             raise InvalidRequestError("the request has no 'model'")
-        best: tuple[int, _Target] | None = None
-        for deployment in _proxy_deployments(group):
-            params = deployment.get("litellm_params") or {}
-            model = params.get("model")
-            if not isinstance(model, str):
-                continue
-            info = deployment.get("model_info")
-            target = _Target(model, params.get("custom_llm_provider"), info if isinstance(info, Mapping) else None)
-            window = resolve_model(
-                model, config=self.config, provider=target.provider, model_info=target.model_info
-            ).max_input_tokens
-            if best is None or (window or 0) > best[0]:
-                best = (window or 0, target)
-        return best[1] if best is not None else _Target(group)
+        widest = widest_deployment(_proxy_deployments(group), self.config)
+        return _Target(widest.model, widest.provider, widest.model_info) if widest is not None else _Target(group)
 
     def _config_error(
         self, request: dict[str, Any], fmt: Format, stage: str, exc: ConfigError, *, fail_closed: bool
@@ -427,6 +627,270 @@ class GovernanceHook(CustomLogger):
                 "summary": f"skipped ({type(exc).__name__})",
             },
         )
+
+
+# ---- calibration: where learned ratios live ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What calibration must know about a governed request until its provider answers."""
+
+    key: str
+    #: tiktoken tokens of exactly what was sent (the report's ``estimated_tokens``).
+    estimated: int
+    #: The ratio it was budgeted with.
+    ratio: float
+    #: The output the request asked for (``max_tokens`` or its per-format name), None if it did not.
+    max_output: int | None
+    window: int | None
+    over_budget: bool
+
+
+@dataclass
+class _Learned:
+    """One deployment's calibration in this process: the best known state, and the news this process
+    has not yet written to the shared cache."""
+
+    state: Calibration | None = None
+    #: time.monotonic() of the last read of the shared cache (-inf: never).
+    read_at: float = -math.inf
+    pending: list[Event] = field(default_factory=list)
+
+
+def _shared_cache() -> Any:
+    """The Redis client of LiteLLM's own cross-instance cache in this proxy process, or None.
+
+    The proxy's internal usage DualCache (``proxy_logging_obj.internal_usage_cache.dual_cache``, what
+    LiteLLM's rate limiters share between instances) gets the proxy's coordination Redis: from
+    ``litellm_settings: cache: true`` with ``cache_params: {type: redis, ...}``, from
+    ``general_settings: coordination_redis``, or from ``REDIS_HOST`` / ``REDIS_URL``. A proxy whose only
+    Redis is ``router_settings: redis_host`` has it in the Router's DualCache (``llm_router.cache``)
+    instead. Outside the proxy (the SDK, a ``Router`` in your own code) there is none: the store is
+    per process. Read on every use, since the proxy attaches Redis after loading its callbacks.
+    """
+    server = sys.modules.get("litellm.proxy.proxy_server")
+    if server is None:
+        return None
+    usage = getattr(getattr(server, "proxy_logging_obj", None), "internal_usage_cache", None)
+    redis = getattr(getattr(usage, "dual_cache", None), "redis_cache", None)
+    if redis is None:
+        redis = getattr(_router_cache(getattr(server, "llm_router", None)), "redis_cache", None)
+    if redis is None or not hasattr(redis, "async_get_cache") or not hasattr(redis, "async_set_cache"):
+        return None
+    return redis
+
+
+def _router_cache(router: object) -> object:
+    """The Router's DualCache: ``router.cache`` (LiteLLM up to 1.109), ``router.health().store`` after."""
+    if router is None:
+        return None
+    try:
+        health = getattr(router, "health", None)
+        store = getattr(health(), "store", None) if callable(health) else None
+        return store if store is not None else getattr(router, "cache", None)
+    except Exception:  # noqa: BLE001 - another LiteLLM's Router: no shared cache then
+        return None
+
+
+class _CalibrationStore:
+    """Learned ratios per deployment, and the requests waiting for their provider's answer.
+
+    Each process keeps its own copy of every deployment's `Calibration` and budgets with it at once;
+    where the proxy has a shared cache (`_shared_cache`), the copy is re-read in the background every
+    `_CALIBRATION_REFRESH` seconds (the first use of a deployment in a process waits for that read, at
+    most `_CALIBRATION_TIMEOUT`), and what this process learns is merged into the shared value (read,
+    apply this process's events, write) at most every `_CALIBRATION_WRITE_INTERVAL` seconds. Nothing
+    here waits on the shared cache for longer than `_CALIBRATION_TIMEOUT`, and no failure of it
+    reaches a request: the process goes on with what it knows.
+    """
+
+    def __init__(self, shared: Callable[[], Any] = _shared_cache) -> None:
+        self._shared = shared
+        self._learned: dict[str, _Learned] = {}
+        self._in_flight: OrderedDict[str, _Sent] = OrderedDict()
+        self._busy: set[str] = set()  # keys with a read or write under way
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._failures = 0
+
+    # ---- requests between governance and the provider's answer ---------------------------------
+
+    def remember(self, call_id: str, sent: _Sent) -> None:
+        self._in_flight[call_id] = sent
+        self._in_flight.move_to_end(call_id)
+        while len(self._in_flight) > _CALIBRATION_IN_FLIGHT:
+            self._in_flight.popitem(last=False)
+
+    def forget(self, call_id: str) -> None:
+        self._in_flight.pop(call_id, None)
+
+    def has(self, call_id: str) -> bool:
+        return call_id in self._in_flight
+
+    def take(self, call_id: str) -> _Sent | None:
+        return self._in_flight.pop(call_id, None)
+
+    # ---- learned ratios ------------------------------------------------------------------------
+
+    async def lookup(self, key: str) -> Calibration | None:
+        """What is known about deployment `key` (None: nothing yet)."""
+        entry = self._learned.get(key)
+        cache = self._shared()
+        if cache is None:
+            return entry.state if entry is not None else None
+        now = time.monotonic()
+        if entry is None:
+            entry = self._entry(key)
+            entry.read_at = now
+            if key not in self._busy:
+                self._busy.add(key)
+                await self._refresh(key, cache)  # first use in this process: worth a short wait
+        elif now - entry.read_at >= _CALIBRATION_REFRESH and key not in self._busy:
+            entry.read_at = now
+            self._busy.add(key)
+            self._spawn(self._refresh(key, cache), key)
+        return entry.state
+
+    def learn(self, key: str, event: Event) -> Calibration:
+        """Apply `event` to deployment `key` now; share it in the background."""
+        entry = self._entry(key)
+        entry.state = event.apply(entry.state or Calibration())
+        if self._shared() is not None:
+            entry.pending.append(event)
+            del entry.pending[:-_CALIBRATION_PENDING]
+            self._start_sync(key)
+        return entry.state
+
+    def reset(self) -> None:
+        """Forget what this process learned (the shared cache is left alone: delete its keys)."""
+        self._learned.clear()
+        self._in_flight.clear()
+
+    def _entry(self, key: str) -> _Learned:
+        entry = self._learned.get(key)
+        if entry is None:
+            entry = self._learned[key] = _Learned()
+            while len(self._learned) > _CALIBRATION_DEPLOYMENTS:
+                del self._learned[next(iter(self._learned))]
+        return entry
+
+    # One read or write per key at a time: the caller marks the key busy, the work unmarks it.
+
+    def _start_sync(self, key: str) -> None:
+        if key not in self._busy:
+            self._busy.add(key)
+            self._spawn(self._sync(key), key)
+
+    async def _refresh(self, key: str, cache: Any) -> None:
+        """Re-read `key` from the shared cache (this process's unwritten events stay on top)."""
+        try:
+            ok, value = await self._read(cache, key)
+            entry = self._learned.get(key)
+            if ok and entry is not None:
+                # No value (or a foreign one): nothing learned yet, or the key was deleted to start over.
+                shared = Calibration.from_value(value)
+                keep = shared is not None or entry.pending
+                entry.state = _calibration.apply_events(shared, entry.pending) if keep else None
+        finally:
+            self._busy.discard(key)
+        entry = self._learned.get(key)
+        if entry is not None and entry.pending and self._shared() is not None:
+            self._start_sync(key)  # news that came in during the read
+
+    async def _sync(self, key: str) -> None:
+        """Merge this process's events for `key` into the shared value until none are left (or the
+        shared cache fails: they wait for the next event)."""
+        try:
+            while True:
+                entry = self._learned.get(key)
+                cache = self._shared()
+                if entry is None or not entry.pending or cache is None:
+                    return
+                events = list(entry.pending)
+                ok, value = await self._read(cache, key)
+                if not ok:
+                    return  # kept pending: sent with the next event
+                merged = _calibration.apply_events(Calibration.from_value(value), events)
+                if not await self._write(cache, key, merged.to_value()):
+                    return
+                del entry.pending[: len(events)]
+                entry.state = _calibration.apply_events(merged, entry.pending)
+                entry.read_at = time.monotonic()
+                await asyncio.sleep(_CALIBRATION_WRITE_INTERVAL)
+        finally:
+            self._busy.discard(key)
+
+    async def _read(self, cache: Any, key: str) -> tuple[bool, object]:
+        """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
+        try:
+            value = await asyncio.wait_for(cache.async_get_cache(CALIBRATION_KEY_PREFIX + key), _CALIBRATION_TIMEOUT)
+            # LiteLLM's RedisCache answers None both for a missing key and when Redis failed (it logs
+            # and swallows the error): only a live Redis makes "missing" true.
+            ping = getattr(cache, "ping", None) if value is None else None
+            if ping is not None and not await asyncio.wait_for(ping(), _CALIBRATION_TIMEOUT):
+                raise ConnectionError("ping failed")
+        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the shared cache never fails a request
+            self._shared_failed("read", exc)
+            return False, None
+        return True, value
+
+    async def _write(self, cache: Any, key: str, value: dict[str, object]) -> bool:
+        try:
+            await asyncio.wait_for(
+                cache.async_set_cache(CALIBRATION_KEY_PREFIX + key, value, ttl=_CALIBRATION_TTL), _CALIBRATION_TIMEOUT
+            )
+        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the shared cache never fails a request
+            self._shared_failed("write", exc)
+            return False
+        return True
+
+    def _shared_failed(self, what: str, exc: BaseException) -> None:
+        self._failures += 1
+        level = logging.WARNING if self._failures == 1 else logging.DEBUG
+        logger.log(
+            level,
+            "calibration: shared cache %s failed (%s); going on with this process's copy",
+            what,
+            type(exc).__name__,
+        )
+
+    def _spawn(self, work: Coroutine[Any, Any, None], key: str) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:  # no running loop (a synchronous caller): nothing is shared then
+            work.close()
+            self._busy.discard(key)
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _calibration_key(target: _Target, request: Mapping[str, Any]) -> str:
+    return _calibration.deployment_key(target.model_info, target.model, request.get("api_base"))
+
+
+def _max_output_sent(request: Mapping[str, Any], fmt: Format) -> int | None:
+    for name in _MAX_OUTPUT_FIELDS[fmt]:
+        value = request.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _usage_of(response: object) -> object:
+    """The usage object or dict of a LiteLLM response in any format (None when it has none)."""
+    if isinstance(response, Mapping):
+        return response.get("usage")
+    return getattr(response, "usage", None)
+
+
+def _call_id(data: Mapping[str, Any]) -> str | None:
+    call_id = data.get("litellm_call_id")
+    return call_id if isinstance(call_id, str) and call_id else None
 
 
 def _rejection(request: Mapping[str, Any], detail: str) -> BadRequestError:
@@ -586,7 +1050,7 @@ def _check_proxy_settings() -> None:
         if isinstance(name, str) and name != SETTINGS_KEY and suggestion(name, [SETTINGS_KEY]):
             logger.warning(
                 "callback_settings.%s is not read by litellm-governance: did you mean callback_settings.%s?",
-                short_repr(name),
+                short_repr(name)[1:-1],
                 SETTINGS_KEY,
             )
 

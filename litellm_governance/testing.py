@@ -83,7 +83,7 @@ _CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 _COMPLETION_PATHS = frozenset({"/v1/completions", "/completions"})
 _RESPONSES_PATHS = frozenset({"/v1/responses", "/responses"})
 _MODELS_PATHS = frozenset({"/v1/models", "/models"})
-_MESSAGES_PATHS = frozenset({"/v1/messages", "/v1/v1/messages"})
+_MESSAGES_PATHS = frozenset({"/v1/messages", "/v1/v1/messages", "/anthropic/v1/messages"})
 _KIND_PATHS = {
     "chat": _CHAT_PATHS,
     "completions": _COMPLETION_PATHS,

@@ -571,8 +571,8 @@ CASES: tuple[Case, ...] = (
     Case(
         "vllm.alternation",
         "chat",
-        chat("m", system(), user("a"), user("b")),
-        chat("m", system(), user("a b")),
+        chat("mistral-7b-instruct", system(), user("a"), user("b")),
+        chat("mistral-7b-instruct", system(), user("a b")),
         expect="conversation roles must alternate user/assistant/user/assistant/...",
     ),
 )

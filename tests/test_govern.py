@@ -139,10 +139,22 @@ class TestReport:
             assert key in report
 
     def test_summary_line(self) -> None:
-        """The one-line summary carries counts and token figures only."""
-        out = govern(agent_loop(40), model=GLM, config=window(16_000))
+        """The one-line summary carries counts, token figures, the profile and the budget only."""
+        out = govern(agent_loop(40), model=GLM, config=window(16_000, cache_stable=False))
         summary = out.report.summary()
         assert summary.startswith("compacted=") and f"tokens={out.report.tokens_before}->" in summary
+        assert summary.endswith(f"profile=strict; budget={out.report.budget}")
+
+    def test_summary_of_an_unchanged_request(self) -> None:
+        """Nothing changed: the summary says so, not "tokens=10->10"."""
+        out = govern([user()], model=GLM, config=window(16_000))
+        assert out.report.summary() == f"unchanged; tokens={out.report.tokens_after}; profile=strict; budget=10880"
+        assert govern([user()], model="openai/gpt-4o").report.summary().endswith("profile=permissive; budget=122880")
+
+    def test_no_output_from_litellm_lookups(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A model LiteLLM does not know (a proxy alias): nothing reaches the caller's stdout."""
+        govern([user()], model="my-custom-model-for-the-stdout-test")
+        assert capsys.readouterr().out == ""
 
     def test_unchanged_request(self) -> None:
         """A valid request within budget comes back equal, and the report says unchanged."""

@@ -36,11 +36,15 @@ def run_example(name: str, upstream: RecordingUpstream, timeout: float = 120) ->
 
 
 def test_demo(upstream: RecordingUpstream) -> None:
-    """`make demo` runs: a real proxy governs a broken 400-message session and nothing invalid arrives."""
-    done = run_example("demo.py", upstream, timeout=180)
-    assert "problems left: none" in done.stdout
-    assert "x-litellm-governance: compacted=" in done.stdout
-    assert "system prompt and task kept whole: True" in done.stdout
+    """`make demo` runs: without the plugin the emulated GLM rejects both requests (its rules, then
+    its window); with it both succeed and nothing GLM rejects arrives."""
+    done = run_example("demo.py", upstream, timeout=240)
+    out = done.stdout
+    assert out.count("without the plugin: HTTP 400") == 2
+    assert "(glm.system_not_first)" in out and "(glm.context_length)" in out
+    assert out.count("with the plugin:    HTTP 200") == 2
+    assert out.count("GLM's rules broken in what it received: none") == 2
+    assert out.count("x-litellm-governance: compacted=") == 2
 
 
 def test_sdk_quickstart(upstream: RecordingUpstream) -> None:

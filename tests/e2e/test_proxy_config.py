@@ -28,7 +28,9 @@ def models(upstream: RecordingUpstream) -> list[dict[str, Any]]:
 def configured(proxy_factory: ProxyFactory, upstream: RecordingUpstream) -> ProxyProcess:
     return proxy_factory(
         model_list=models(upstream),
-        callback_settings={"governance": {"keep_recent": 2, "allow_request_overrides": True}},
+        # Literal rules: these tests count the results compaction leaves whole (cache_stable,
+        # the default at this 100k window, compacts twenty at a time instead).
+        callback_settings={"governance": {"keep_recent": 2, "allow_request_overrides": True, "cache_stable": False}},
     )
 
 
@@ -155,3 +157,37 @@ def test_fail_closed_rejects_with_a_clear_400(fail_closed: ProxyProcess, upstrea
     assert response.status_code == 400
     assert "fail_closed" in response.text
     assert not upstream.bodies(model="up-misconfigured")
+
+
+def test_start_up_says_the_plugin_is_on_and_flags_a_misspelled_section(
+    proxy_factory: ProxyFactory, upstream: RecordingUpstream
+) -> None:
+    """One line at start-up with the effective options; `governence:` gets a "did you mean"."""
+    proxy = proxy_factory(
+        model_list=models(upstream)[:1], callback_settings={"governence": {"keep_recent": 2}, "other_plugin": {}}
+    )
+    log = proxy.log_path.read_text(encoding="utf-8", errors="replace")
+    active = [line for line in log.splitlines() if "litellm-governance" in line and "active" in line]
+    assert len(active) == 1 and "keep_recent=10" in active[0] and "compactable_tools=agents" in active[0]
+    warned = [line for line in log.splitlines() if "did you mean callback_settings.governance" in line]
+    assert len(warned) == 1 and "callback_settings.governence is not read" in warned[0]
+    assert "other_plugin" not in log
+
+
+def test_a_misspelled_option_stops_start_up_with_a_clear_error(
+    upstream: RecordingUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`keep_recnt` stops the proxy, and the first error line says which option and what was meant."""
+    from ._proxy import ProxyStartError, start_proxy
+
+    config = {
+        "model_list": models(upstream)[:1],
+        "litellm_settings": {"callbacks": ["litellm_governance.proxy_handler_instance"]},
+        "callback_settings": {"governance": {"keep_recnt": 3}},
+    }
+    with pytest.raises(ProxyStartError):
+        start_proxy(config, workdir=tmp_path_factory.mktemp("bad_option"), timeout=90)
+    log = next(tmp_path_factory.getbasetemp().glob("bad_option*/proxy.log")).read_text(errors="replace")
+    first_error = next(line for line in log.splitlines() if "ERROR" in line)
+    assert "litellm-governance cannot start" in first_error
+    assert "'keep_recnt' (did you mean 'keep_recent'?)" in first_error

@@ -172,4 +172,5 @@ def test_unchanged_request_reaches_the_upstream_as_sent(gproxy: ProxyProcess, up
     messages = [system(), user(), calling("a", content="Reading."), result("a", "x"), assistant("done"), user("thanks")]
     response = chat(gproxy, {"model": "big", "messages": messages})
     assert sent(upstream, "up-big") == messages
-    assert response.headers["x-litellm-governance"].startswith("tokens=")
+    assert response.headers["x-litellm-governance"].startswith("unchanged; tokens=")
+    assert "profile=permissive; budget=" in response.headers["x-litellm-governance"]

@@ -1,0 +1,142 @@
+"""Benchmark: governing each request format — chat, Anthropic Messages (Claude Code), Responses
+(Codex) — against the tiktoken floor, warm, and with 4x the history.
+
+Run ``python bench/formats.py`` from the repository root (``--quick`` for a smoke run). For each
+format, on the same realistic sessions (`bench.sessions`, dressed by `bench.agent_shapes`) for
+``openai/gpt-4o`` (o200k_base), with the request's tool schemas:
+
+* **tiktoken pass**: one ``encode_ordinary`` over every string governance must count in the
+  request (message text, tool-call names, ids and arguments, thinking, reasoning items, tool
+  schemas), extracted beforehand: the floor for counting exactly;
+* **cold**: `govern_request` on the body with the token cache emptied (the encoding stays loaded);
+* **warm**: the session plus one new tool round, re-parsed from JSON (new objects, as the proxy
+  gets them), right after the session itself was governed: what an agent loop sends next;
+* **4x**: cold and warm at 4x the messages over 1x (linear ≈ 4).
+
+Targets (issue "Govern what Claude Code and Codex send"): cold within 1.2x the tiktoken pass,
+warm within 0.1x cold, linear growth. Medians of interleaved repetitions (`bench.speed`): on a
+shared machine the ratios are what to read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench import speed
+from bench.agent_shapes import to_claude_code, to_codex
+from bench.sessions import make_session, make_tools, next_round
+from litellm_governance import GovernanceConfig, govern_request
+from litellm_governance._pipeline import token_cache
+from litellm_governance._request import detect_format, read_request
+from litellm_governance._tokens import _json, _message_pieces
+
+MODEL = "openai/gpt-4o"
+CONFIG = GovernanceConfig(context_window_tokens=1_000_000)  # measure counting and repairs, not cutting
+
+Body = dict[str, Any]
+
+
+def chat_body(session: list[dict[str, Any]]) -> Body:
+    return {"model": MODEL, "messages": session, "tools": make_tools()}
+
+
+def anthropic_body(session: list[dict[str, Any]]) -> Body:
+    return {"model": MODEL, "max_tokens": 4096, **to_claude_code(session)}
+
+
+def responses_body(session: list[dict[str, Any]]) -> Body:
+    return {"model": MODEL, **to_codex(session)}
+
+
+FORMATS: dict[str, Callable[[list[dict[str, Any]]], Body]] = {
+    "chat": chat_body,
+    "anthropic": anthropic_body,
+    "responses": responses_body,
+}
+
+
+def strings(body: Body) -> list[str]:
+    """Every string governance counts in `body` (as its counter sees them)."""
+    outline, _ = read_request(body, detect_format(body))
+    pieces: list[str] = []
+    for message in outline.view:
+        _message_pieces(message, pieces)
+    if body.get("tools"):
+        pieces.append(_json(body["tools"]))
+    return pieces
+
+
+def measures(fmt: str, n: int) -> tuple[dict[str, speed.Measure], int]:
+    session = make_session(n, seed=0)
+    following = next_round(session, seed=0)
+    body, after = FORMATS[fmt](session), FORMATS[fmt](following)
+    cache = token_cache(CONFIG.token_cache_size)
+    floor, tokens = speed.tiktoken_pass(MODEL, strings(body))
+
+    def cold_setup() -> Body:
+        cache.clear()
+        return body
+
+    def warm_setup() -> Body:
+        cache.clear()
+        govern_request(body, config=CONFIG)
+        return json.loads(json.dumps(after))
+
+    def run(request: Body) -> object:
+        return govern_request(request, config=CONFIG)
+
+    return {
+        "tiktoken": floor,
+        "cold": speed.Measure(fn=run, setup=cold_setup),
+        "warm": speed.Measure(fn=run, setup=warm_setup),
+    }, tokens
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--reps", type=int, default=None)
+    args = parser.parse_args(argv)
+    sizes = (100, 400) if args.quick else (100, 400, 1600)
+    reps = args.reps or (3 if args.quick else 9)
+    all_measures: dict[tuple[str, int, str], speed.Measure] = {}
+    tokens: dict[tuple[str, int], int] = {}
+    for fmt in FORMATS:
+        for n in sizes:
+            found, tokens[(fmt, n)] = measures(fmt, n)
+            for name, measure in found.items():
+                all_measures[(fmt, n, name)] = measure
+    timed = speed.interleave(all_measures, reps=reps)
+    med = {key: speed.median(values) for key, values in timed.items()}
+    print(f"# govern_request per format ({MODEL}, medians of {reps}, interleaved)\n")
+    print("| format | messages | tokens | tiktoken pass | cold | warm | cold / pass | warm / cold |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for fmt in FORMATS:
+        for n in sizes:
+            floor, cold, warm = (med[(fmt, n, k)] for k in ("tiktoken", "cold", "warm"))
+            print(
+                f"| {fmt} | {n:,} | {tokens[(fmt, n)]:,} | {floor * 1e3:.2f} ms | {cold * 1e3:.2f} ms | "
+                f"{warm * 1e3:.2f} ms | {cold / floor:.2f} | {warm / cold:.3f} |"
+            )
+    if len(sizes) > 2:
+        print("\n| format | cold 1,600 / 400 | warm 1,600 / 400 |")
+        print("|---|---:|---:|")
+        for fmt in FORMATS:
+            cold = med[(fmt, 1600, "cold")] / med[(fmt, 400, "cold")]
+            warm = med[(fmt, 1600, "warm")] / med[(fmt, 400, "warm")]
+            print(f"| {fmt} | {cold:.2f} | {warm:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
