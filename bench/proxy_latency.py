@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,21 +31,24 @@ from bench.sessions import make_session, make_tools, next_round
 from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy
 
 WINDOW = 32_768  # small enough that the 400-message requests are compacted and snipped
+BIG_WINDOW = 1_000_000
 
 
 def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
-    def model(name: str, litellm_model: str, api_base: str) -> dict[str, object]:
+    def model(name: str, litellm_model: str, api_base: str, window: int) -> dict[str, object]:
         return {
             "model_name": name,
             "litellm_params": {"model": litellm_model, "api_base": api_base, "api_key": "sk-local"},
-            "model_info": {"max_input_tokens": WINDOW},
+            "model_info": {"max_input_tokens": window},
         }
 
-    models = [
-        model("glm", "zai/glm-4.6", upstream.base_url),
-        model("claude", "anthropic/claude-sonnet-4-5-20250929", upstream.root_url),
-        model("gpt", "openai/gpt-4.1", upstream.base_url),
-    ]
+    models = []
+    for suffix, window in (("", WINDOW), ("-1m", BIG_WINDOW)):
+        models += [
+            model(f"glm{suffix}", "zai/glm-4.6", upstream.base_url, window),
+            model(f"claude{suffix}", "anthropic/claude-sonnet-4-5-20250929", upstream.root_url, window),
+            model(f"gpt{suffix}", "openai/gpt-4.1", upstream.base_url, window),
+        ]
     settings: dict[str, object] = {"num_retries": 0}
     if plugin:
         settings["callbacks"] = "litellm_governance.proxy_handler_instance"
@@ -52,11 +56,28 @@ def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
 
 
 # (label, route, model group, session size, body from a chat session)
+def _chat(session: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"messages": session, "tools": make_tools(), "max_tokens": 1024}
+
+
+def _claude(session: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**to_claude_code(session), "max_tokens": 1024}
+
+
+def _codex(session: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**to_codex(session), "max_output_tokens": 1024}
+
+
+# (label, route, model group, session size, body from a chat session). The -1m groups have a window
+# nothing overflows: both proxies forward the same request, so the difference is the plugin's own time.
 LOOPS = (
-    ("chat", "/v1/chat/completions", "glm", 50, lambda s: {"messages": s, "tools": make_tools(), "max_tokens": 1024}),
-    ("chat", "/v1/chat/completions", "glm", 400, lambda s: {"messages": s, "tools": make_tools(), "max_tokens": 1024}),
-    ("/v1/messages", "/v1/messages", "claude", 400, lambda s: {**to_claude_code(s), "max_tokens": 1024}),
-    ("/v1/responses", "/v1/responses", "gpt", 400, lambda s: {**to_codex(s), "max_output_tokens": 1024}),
+    ("chat, 32k", "/v1/chat/completions", "glm", 50, _chat),
+    ("chat, 32k", "/v1/chat/completions", "glm", 400, _chat),
+    ("/v1/messages, 32k", "/v1/messages", "claude", 400, _claude),
+    ("/v1/responses, 32k", "/v1/responses", "gpt", 400, _codex),
+    ("chat, 1M (no cut)", "/v1/chat/completions", "glm-1m", 400, _chat),
+    ("/v1/messages, 1M (no cut)", "/v1/messages", "claude-1m", 400, _claude),
+    ("/v1/responses, 1M (no cut)", "/v1/responses", "gpt-1m", 400, _codex),
 )
 
 
@@ -97,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                     last = upstream.requests[-1].body or {}
                     received[name] = len(last.get("messages") or last.get("input") or [])
             rows.append((label, size, len(history), times, (received["with"], received["without"])))
-    print(f"Proxy latency: {turns} agent-loop turns per loop, deployments with a {WINDOW:,}-token window")
+    print(f"Proxy latency: {turns} agent-loop turns per loop, deployments with a 32k or a 1M-token window")
     print(f"command: python bench/proxy_latency.py{' --quick' if args.quick else ''}\n")
     print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without\n")
     print("| route | history (chat messages) | with plugin | without | added | received (with / without) |")

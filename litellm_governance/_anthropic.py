@@ -34,7 +34,7 @@ _SYSTEM: Final = object()
 
 
 def _is_block(value: object, kind: str) -> bool:
-    return isinstance(value, Mapping) and value.get("type") == kind
+    return (type(value) is dict or isinstance(value, Mapping)) and value.get("type") == kind
 
 
 class AnthropicOutline:
@@ -54,13 +54,12 @@ class AnthropicOutline:
         self.view: list[Message] = []
         #: Repairs made while reading the body (a message whose results did not come first).
         self.parse_counts: dict[str, int] = {}
-        #: id(outline message) -> where it sits in the client's body (for `explain`)
-        self.where: dict[int, str] = {}
+
         # id(first outline message of a client message) -> (client message, its outline messages)
         self._groups: dict[int, tuple[Any, tuple[Message, ...]]] = {}
+        self._parts: dict[int, tuple[Message, ...]] = {}  # client message index -> its outline messages
         if system is not None and system not in ("", []):
             self.view.append({"role": "system", "content": system, ORIGIN: Origin(_SYSTEM)})
-            self.where[id(self.view[-1])] = "system"
         for index, message in enumerate(self.messages):
             if not isinstance(message, dict):
                 raise InvalidRequestError(
@@ -68,19 +67,25 @@ class AnthropicOutline:
                     f"got {type(message).__name__}"
                 )
             group = self._parse(message)
-            for part in group:
-                found = origin(part)
-                block = found.native if found is not None else None
-                content = message.get("content")
-                at = next((j for j, b in enumerate(content) if b is block), None) if type(content) is list else None
-                self.where[id(part)] = f"messages[{index}]" + (
-                    f".content[{at}]" if part.get("role") == "tool" and at is not None else ""
-                )
+            self._parts[index] = group
             if _results_first(message):
                 self._groups[id(group[0])] = (message, group)
             else:  # rendered anew, results first: "tool_result blocks must come first"
                 self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
             self.view.extend(group)
+
+    @property
+    def where(self) -> dict[int, str]:
+        """id(outline message) -> where it sits in the client's body (for `explain`; built on demand)."""
+        found: dict[int, str] = {id(m): "system" for m in self.view[:1] if m.get("role") == "system"}
+        for index, message in enumerate(self.messages):
+            content = message.get("content")
+            blocks = {id(b): j for j, b in enumerate(content)} if type(content) is list else {}
+            for part in self._parts.get(index, ()):
+                block = origin(part).native if origin(part) is not None else None  # type: ignore[union-attr]
+                at = blocks.get(id(block)) if part.get("role") == "tool" else None
+                found[id(part)] = f"messages[{index}]" + (f".content[{at}]" if at is not None else "")
+        return found
 
     @staticmethod
     def _parse(message: dict[str, Any]) -> tuple[Message, ...]:

@@ -44,6 +44,8 @@ class Context:
     #: Shrink with ``cache_stable`` (the config's choice, or "auto" decided from the window).
     stable: bool = False
     counts: Counter[str] = field(default_factory=Counter)
+    #: index -> tool name of large results no rule may compact (for the report)
+    large_uncompacted: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     over_budget: bool = False
     _memo: dict[int, tuple[Mapping[str, Any], int]] = field(default_factory=dict)

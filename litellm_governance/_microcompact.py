@@ -50,7 +50,11 @@ def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tup
             if not isinstance(name, str) or not name:
                 ident = message.get("tool_call_id")
                 name = names.get(ident) if isinstance(ident, str) else None
-            if name is None or not config.is_compactable(name):
+            if name is None:
+                continue
+            if not config.is_compactable(name):
+                if content_chars(message.get("content")) >= LARGE_RESULT_CHARS:
+                    ctx.large_uncompacted[index] = name[:40]  # for the report: a tool to consider adding
                 continue
             content = message.get("content")
             stub = stub_for(name)
@@ -65,29 +69,13 @@ def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tup
     return found, protected_count
 
 
-def large_uncompactable(messages: list[Message], ctx: Context, *, limit: int = 5) -> dict[str, int]:
+def large_uncompactable(ctx: Context, *, limit: int = 5) -> dict[str, int]:
     """Tools whose results are large but not compactable (not in ``compactable_tools``), with how
-    many such results each has: what an operator may want to add. At most `limit` names, each
-    cut to 40 characters."""
-    config = ctx.config
-    if config.compactable_tools == "*":
-        return {}
-    names: dict[str, str] = {}
+    many such results each has — what an operator may want to add. Collected by
+    `compactable_results`; at most `limit` names, each cut to 40 characters."""
     found: dict[str, int] = {}
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            for call in tool_calls(message):
-                ident, name = call_id(call), call_name(call)
-                if ident is not None and name is not None:
-                    names[ident] = name
-        elif role == "tool" and content_chars(message.get("content")) >= LARGE_RESULT_CHARS:
-            name = message.get("name")
-            if not isinstance(name, str) or not name:
-                ident = message.get("tool_call_id")
-                name = names.get(ident) if isinstance(ident, str) else None
-            if name is not None and not config.is_compactable(name):
-                found[name[:40]] = found.get(name[:40], 0) + 1
+    for name in ctx.large_uncompacted.values():
+        found[name] = found.get(name, 0) + 1
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit])
 
 

@@ -330,7 +330,6 @@ def run(
     ctx.tools_tokens = ctx.counter.tools(tool_list)
     raw_before = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in original)
 
-    large = large_uncompactable(original, ctx)
     governed = original
     if left_alone is not None:
         notes.append(left_alone)
@@ -381,7 +380,7 @@ def run(
         ratio_source="static" if token_ratio is None else ratio_source or "given",
         cache_stable=ctx.stable,
         estimated_tokens=raw_after,
-        large_uncompacted=large,
+        large_uncompacted=large_uncompactable(ctx),
     )
     return Outcome(fields=fields, report=report, governed=governed, context=ctx)
 

@@ -51,7 +51,7 @@ from collections import deque
 
 from ._context import Context
 from ._messages import Message
-from ._microcompact import compact, compactable_results, is_oversized
+from ._microcompact import compact, compactable_results, is_oversized, stub_for
 from ._snip import Layout, assemble
 
 __all__ = ["PRESSURE_KEEP_RECENT", "REUSE_PRICE", "StableShrink", "cut_back_level"]
@@ -113,7 +113,14 @@ class StableShrink:
         cost = layout.cost_function(messages, ctx)
         watermark = config.snip_watermark
         # What compacting each candidate saves, and the candidates each unit brings.
-        saving = [ctx.tokens(messages[i]) - ctx.tokens(compact(messages[i], name)) for i, name in candidates]
+        # A stub replaces the content and nothing else: the saving is the content's tokens less the
+        # stub's (long contents are cached by text, so this is a lookup per result on the warm path).
+        stubs: dict[str, int] = {}
+        saving = [
+            ctx.counter.content(messages[i].get("content"))
+            - (stubs[name] if name in stubs else stubs.setdefault(name, ctx.counter.text(stub_for(name))))
+            for i, name in candidates
+        ]
         unit_of = layout.unit_index()
         arriving: dict[int, list[int]] = {}
         for ordinal, (index, _) in enumerate(candidates):

@@ -197,23 +197,58 @@ class TokenCounter:
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls."""
-        pieces: list[str] = []
+        pieces: list[str | _Structured] = []
         fixed = _message_pieces(message, pieces)
-        key = (self.encoding_name, fixed + sum(map(len, pieces)), hash((fixed, *pieces)))
+        material = [p if isinstance(p, str) else p.key for p in pieces]
+        key = (self.encoding_name, fixed + sum(map(len, material)), hash((fixed, *material)))
         count = self._cache.get(key)
         if count is None:
-            count = fixed + sum(self.text(p) for p in pieces)
+            count = fixed + sum(self.text(piece_text(p)) for p in pieces)
             self._cache.put(key, count)
         return count
+
+    def content(self, content: object) -> int:
+        """Tokens a message's content alone costs (what replacing it saves or adds)."""
+        if type(content) is str:
+            return self.text(content)
+        pieces: list[str | _Structured] = []
+        fixed = _content_pieces(content, pieces)
+        return fixed + sum(self.text(piece_text(p)) for p in pieces)
 
     def tools(self, tools: Sequence[object] | None) -> int:
         """Tokens the request's tool schemas cost."""
         if not tools:
             return 0
-        return self.text(_json(list(tools))) + 8
+        schemas = _Structured(list(tools))
+        key = (self.encoding_name, -len(schemas.key), hash(schemas.key))  # negative: never a text's key
+        count = self._cache.get(key)
+        if count is None:
+            count = self.text(_json(schemas.value)) + 8
+            self._cache.put(key, count)
+        return count
 
 
-def _content_pieces(content: object, pieces: list[str], *, nested: bool = False) -> int:
+class _Structured:
+    """A block, item or argument object whose tokens are those of its JSON text. On the warm path
+    only a cache key is needed: `repr` gives one at a fraction of the cost of the JSON (the JSON,
+    and the tokenizer, run only on a cache miss). Agents resend the same JSON, so the same key."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        try:
+            self.key = f"\x00{type(value).__name__}{value!r}"
+        except (RecursionError, ValueError):  # nesting too deep for repr: the JSON (flattened) it is
+            self.key = "\x00" + _json(value)
+
+
+def piece_text(piece: str | _Structured) -> str:
+    """The text a piece counts as: itself, or a structured value's JSON."""
+    return piece if isinstance(piece, str) else _json(piece.value)
+
+
+def _content_pieces(content: object, pieces: list[str | _Structured], *, nested: bool = False) -> int:
     """Append the texts to tokenize in `content` to `pieces`; return the tokens counted as fixed."""
     if content is None:
         return 0
@@ -234,17 +269,17 @@ def _content_pieces(content: object, pieces: list[str], *, nested: bool = False)
                     # A Responses message item inside an assistant turn: its parts, one level down.
                     fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, nested=True)
                 else:
-                    pieces.append(_json(part))
+                    pieces.append(_Structured(part))
             elif type(part) is str:
                 pieces.append(part)
             else:
-                pieces.append(_json(part))  # not recursion: content may nest without limit
+                pieces.append(_Structured(part))  # not recursion: content may nest without limit
         return fixed
-    pieces.append(content if isinstance(content, str) else _json(content))
+    pieces.append(content if isinstance(content, str) else _Structured(content))
     return 0
 
 
-def _message_pieces(message: Mapping[str, Any], pieces: list[str]) -> int:
+def _message_pieces(message: Mapping[str, Any], pieces: list[str | _Structured]) -> int:
     fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
     name = message.get("name")
     if type(name) is str:

@@ -70,7 +70,7 @@ from . import _calibration  # noqa: E402
 from ._calibration import Calibration, ContextError, Event, Sample  # noqa: E402
 from ._config import GovernanceConfig, short_repr, suggestion  # noqa: E402
 from ._errors import ConfigError, InvalidRequestError  # noqa: E402
-from ._models import resolve_model, widest_deployment  # noqa: E402
+from ._models import resolve_model, split_provider, widest_deployment  # noqa: E402
 from ._profiles import PROFILES  # noqa: E402
 from ._report import GovernanceReport  # noqa: E402
 from ._request import Format, GovernedRequest, govern_request  # noqa: E402
@@ -163,10 +163,14 @@ class _Target:
     provider: str | None = None
     model_info: Mapping[str, Any] | None = None
 
-    def key(self) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+    def key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        """What governance depends on: the provider and the bare model (the proxy's model list says
+        ``anthropic/claude-…``; the deployment hook may get ``claude-…`` with the provider apart),
+        and the governance fields of ``model_info``."""
         info = self.model_info or {}
         fields = ("max_input_tokens", "supports_assistant_prefill", "governance_profile")
-        return self.model, self.provider, tuple((k, repr(info.get(k))) for k in fields)
+        provider, bare = split_provider(self.model, self.provider)
+        return provider, bare, tuple((k, repr(info.get(k))) for k in fields)
 
     def describe(self) -> str:
         info = self.model_info or {}

@@ -195,6 +195,7 @@ def test_report_reaches_the_logging_payload_on_both_routes(proxy: ProxyProcess) 
         assert record is not None, [r.get("call_type") for r in proxy.payloads()]
         report = record["metadata"]["spend_logs_metadata"]["governance"]
         assert report["format"] == fmt and report["steps"]["backfilled"] == 1
+        assert report["stage"] == "pre_call"  # the deployment pass saw the same target and stood aside
 
 
 def _task_text(content: Any) -> str:
