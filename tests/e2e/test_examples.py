@@ -121,4 +121,5 @@ def test_proxy_latency_benchmark_runs() -> None:
         timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| history | with plugin | without | added |" in done.stdout
+    assert "| route | history (chat messages) | with plugin | without | added |" in done.stdout
+    assert done.stdout.count("| /v1/messages, ") == 2 and done.stdout.count("| /v1/responses, ") == 2

@@ -415,7 +415,6 @@ def test_every_provider_is_covered() -> None:
     assert {BY_NAME[d.deployment].provider for d in DAMAGES} == set(PROVIDER_NAMES)
 
 
-@pytest.mark.parametrize("damage", DAMAGES, ids=[d.id for d in DAMAGES])
 def litellm_fills_it_itself(damage: Damage) -> bool:
     """LiteLLM up to 1.100 marks kimi-k2-thinking as a reasoning model in its bundled map and fills
     `reasoning_content` on its own; from 1.108 the model is missing from the map and nothing is."""
@@ -426,6 +425,7 @@ def litellm_fills_it_itself(damage: Damage) -> bool:
     return bool(litellm.supports_reasoning(model="kimi-k2-thinking", custom_llm_provider="moonshot"))
 
 
+@pytest.mark.parametrize("damage", DAMAGES, ids=[d.id for d in DAMAGES])
 def test_without_plugin_the_provider_rejects(
     proxies: dict[str, ProxyProcess], emulators: dict[str, RecordingUpstream], damage: Damage
 ) -> None:
