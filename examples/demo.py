@@ -144,7 +144,11 @@ def show_case(
     usage = reply.get("usage") or {}
     prompt_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
     print(f"    x-litellm-governance: {header}")
-    print(f"    GLM received {len(sent)} chat messages and counted {prompt_tokens:,} prompt tokens (window {WINDOW:,})")
+    print(
+        f"    GLM received {len(sent)} chat messages, {prompt_tokens:,} prompt tokens by its count (window {WINDOW:,});"
+    )
+    print("    the header's tokens are the plugin's estimate, at the strict profile's ratio until it has")
+    print("    learned GLM's own from a few answers (calibration)")
     print(f"    GLM's rules broken in what it received: {validate('glm', 'chat', received) or 'none'}")
     return True
 

@@ -14,7 +14,7 @@ from ._pipeline import ChatOutline, Outline, run
 from ._report import GovernanceReport
 from ._responses import ResponsesOutline
 
-__all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request"]
+__all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
 
 Format: TypeAlias = Literal["chat", "anthropic", "responses"]
 FORMATS: Final[tuple[Format, ...]] = ("chat", "anthropic", "responses")
@@ -123,15 +123,15 @@ def read_request(request: Mapping[str, Any], format: Format) -> tuple[Outline, i
     outline: Outline
     if format == "chat":
         outline = ChatOutline(plain_messages(request.get("messages")))
-        max_output = _max_output(request, ("max_completion_tokens", "max_tokens"))
+        max_output = max_output_tokens(request, "chat")
     elif format == "anthropic":
         outline = AnthropicOutline(plain_messages(request.get("messages")), request.get("system"))
-        max_output = _max_output(request, ("max_tokens",))
+        max_output = max_output_tokens(request, "anthropic")
     elif format == "responses":
         outline = ResponsesOutline(
             plain_messages(request.get("input")), request.get("instructions"), request.get("previous_response_id")
         )
-        max_output = _max_output(request, ("max_output_tokens",))
+        max_output = max_output_tokens(request, "responses")
     else:
         raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     return outline, max_output
@@ -146,8 +146,17 @@ def plain_messages(messages: object) -> object:
     ]
 
 
-def _max_output(request: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
-    for key in keys:
+# The fields each format asks for output tokens in, in order of authority.
+_MAX_OUTPUT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "chat": ("max_completion_tokens", "max_tokens"),
+    "anthropic": ("max_tokens",),
+    "responses": ("max_output_tokens",),
+}
+
+
+def max_output_tokens(request: Mapping[str, Any], format: Format) -> int | None:
+    """The output tokens a request asks for (what the provider reserves next to the prompt)."""
+    for key in _MAX_OUTPUT_FIELDS[format]:
         value = request.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value

@@ -73,7 +73,7 @@ from ._errors import ConfigError, InvalidRequestError  # noqa: E402
 from ._models import resolve_model, split_provider, widest_deployment  # noqa: E402
 from ._profiles import PROFILES  # noqa: E402
 from ._report import GovernanceReport  # noqa: E402
-from ._request import Format, GovernedRequest, govern_request  # noqa: E402
+from ._request import Format, GovernedRequest, govern_request, max_output_tokens  # noqa: E402
 
 __all__ = [
     "HEADER",
@@ -147,12 +147,6 @@ _CALIBRATION_TIMEOUT: Final = 0.25
 _CALIBRATION_IN_FLIGHT: Final = 10_000
 _CALIBRATION_DEPLOYMENTS: Final = 4096
 _CALIBRATION_PENDING: Final = 256
-# The output a request asks for, per format (what the provider reserves next to the prompt).
-_MAX_OUTPUT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "chat": ("max_completion_tokens", "max_tokens"),
-    "anthropic": ("max_tokens",),
-    "responses": ("max_output_tokens",),
-}
 
 
 @dataclass(frozen=True)
@@ -504,7 +498,7 @@ class GovernanceHook(CustomLogger):
             key=key,
             estimated=report.estimated_tokens,
             ratio=report.token_ratio,
-            max_output=_max_output_sent(request, fmt),
+            max_output=max_output_tokens(request, fmt),
             window=report.context_window,
             over_budget=report.over_budget,
         )
@@ -875,14 +869,6 @@ class _CalibrationStore:
 
 def _calibration_key(target: _Target, request: Mapping[str, Any]) -> str:
     return _calibration.deployment_key(target.model_info, target.model, request.get("api_base"))
-
-
-def _max_output_sent(request: Mapping[str, Any], fmt: Format) -> int | None:
-    for name in _MAX_OUTPUT_FIELDS[fmt]:
-        value = request.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
 
 
 def _usage_of(response: object) -> object:
