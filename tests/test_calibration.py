@@ -1,5 +1,5 @@
 """Calibration: the estimator, the provider texts it reads, its cache value (`_calibration`), and how
-the hook learns, stores and shares what it learned (`integration`), without a proxy.
+the hook learns, stores and shares what it learned (`integration`, `_calibration_store`), without a proxy.
 
 The proxy, real Redis and real providers' (emulated) answers are in
 ``tests/e2e/test_calibration_e2e.py``.
@@ -33,8 +33,8 @@ from litellm_governance._calibration import (
     Rejection,
     Sample,
 )
+from litellm_governance._calibration_store import CALIBRATION_KEY_PREFIX, CalibrationStore, Sent
 from litellm_governance.emulation import PROVIDERS, RULES, check_context, error_response
-from litellm_governance.integration import CALIBRATION_KEY_PREFIX, _CalibrationStore
 
 from .builders import assistant, calling, result, system, user
 
@@ -423,7 +423,7 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-async def settle(store: _CalibrationStore) -> None:
+async def settle(store: CalibrationStore) -> None:
     """Let the store's background reads and writes finish."""
     for _ in range(100):
         if not store._tasks:
@@ -433,10 +433,10 @@ async def settle(store: _CalibrationStore) -> None:
 
 @pytest.fixture(autouse=True)
 def _quick_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litellm_governance import integration
+    from litellm_governance import _calibration_store
 
-    monkeypatch.setattr(integration, "_CALIBRATION_WRITE_INTERVAL", 0.0)
-    monkeypatch.setattr(integration, "_CALIBRATION_REFRESH", 0.0)
+    monkeypatch.setattr(_calibration_store, "_CALIBRATION_WRITE_INTERVAL", 0.0)
+    monkeypatch.setattr(_calibration_store, "_CALIBRATION_REFRESH", 0.0)
 
 
 class TestStore:
@@ -444,7 +444,7 @@ class TestStore:
         """The SDK, or a proxy without Redis: learned in this process, used by this process."""
 
         async def scenario() -> Calibration | None:
-            store = _CalibrationStore(shared=lambda: None)
+            store = CalibrationStore(shared=lambda: None)
             for _ in range(MIN_SAMPLES):
                 store.learn("d", Sample(1.3))
             return await store.lookup("d")
@@ -457,7 +457,7 @@ class TestStore:
         redis = FakeRedis()
 
         async def scenario() -> Calibration | None:
-            one, two = _CalibrationStore(shared=lambda: redis), _CalibrationStore(shared=lambda: redis)
+            one, two = CalibrationStore(shared=lambda: redis), CalibrationStore(shared=lambda: redis)
             for _ in range(MIN_SAMPLES):
                 one.learn("d", Sample(1.3))
                 await settle(one)
@@ -472,7 +472,7 @@ class TestStore:
         redis = FakeRedis()
 
         async def scenario() -> Calibration | None:
-            one, two = _CalibrationStore(shared=lambda: redis), _CalibrationStore(shared=lambda: redis)
+            one, two = CalibrationStore(shared=lambda: redis), CalibrationStore(shared=lambda: redis)
             for _ in range(3):
                 one.learn("d", Sample(1.3))
                 await settle(one)
@@ -489,7 +489,7 @@ class TestStore:
         redis.delay = 0.01
 
         async def scenario() -> Calibration | None:
-            store = _CalibrationStore(shared=lambda: redis)
+            store = CalibrationStore(shared=lambda: redis)
             await store.lookup("d")
             for _ in range(10):
                 store.learn("d", Sample(1.3))
@@ -507,7 +507,7 @@ class TestStore:
         redis.delay = 5.0
 
         async def scenario() -> tuple[Calibration | None, float]:
-            store = _CalibrationStore(shared=lambda: redis)
+            store = CalibrationStore(shared=lambda: redis)
             loop = asyncio.get_running_loop()
             began = loop.time()
             state = await store.lookup("d")
@@ -523,7 +523,7 @@ class TestStore:
         redis = FakeRedis()
 
         async def scenario() -> Calibration | None:
-            store = _CalibrationStore(shared=lambda: redis)
+            store = CalibrationStore(shared=lambda: redis)
             for _ in range(MIN_SAMPLES):
                 store.learn("d", Sample(1.3))
                 await settle(store)
@@ -546,7 +546,7 @@ class TestStore:
         redis = FakeRedis()
 
         async def scenario() -> Calibration | None:
-            store = _CalibrationStore(shared=lambda: redis)
+            store = CalibrationStore(shared=lambda: redis)
             for _ in range(MIN_SAMPLES):
                 store.learn("d", Sample(1.3))
                 await settle(store)
@@ -559,11 +559,11 @@ class TestStore:
 
     def test_in_flight_requests_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Requests that never get an answer do not grow memory without bound."""
-        from litellm_governance import integration
+        from litellm_governance import _calibration_store
 
-        monkeypatch.setattr(integration, "_CALIBRATION_IN_FLIGHT", 3)
-        store = _CalibrationStore(shared=lambda: None)
-        sent = integration._Sent("d", 2000, 1.0, None, None, False)
+        monkeypatch.setattr(_calibration_store, "_CALIBRATION_IN_FLIGHT", 3)
+        store = CalibrationStore(shared=lambda: None)
+        sent = Sent("d", 2000, 1.0, None, None, False)
         for i in range(10):
             store.remember(f"call-{i}", sent)
         assert store.take("call-0") is None and store.take("call-9") is sent
