@@ -210,7 +210,7 @@ def test_nothing_lost_when_it_fits(messages: Messages) -> None:
     config = GovernanceConfig(context_window_tokens=1_000_000, compactable_tools=[])
     for model in ("openai/gpt-4o", "zai/glm-4.6"):
         out = govern(messages, model=model, config=config)
-        texts_out = "\x00".join(text_of(m.get("content")) for m in out.messages)
+        texts_out = "\x00".join(visible_text(m.get("content")) for m in out.messages)
         end = len(messages)
         if model != "openai/gpt-4o":  # strict: trailing assistant messages (prefill) are dropped, so
             # only those followed by a user message (an empty one is no turn) or a tool-calling
