@@ -8,7 +8,8 @@ installed ``litellm`` package (read_file slices with line numbers, grep matches 
 real directory listings, pytest / ruff / mypy output built from real file, line and function
 names), so token counts and compressibility look like a real session, not lorem ipsum.
 
-Everything is a pure function of the arguments and of the installed litellm version: the random
+Everything is a pure function of the arguments and of the corpus's litellm version (the installed
+one, or the package directory ``$BENCH_CORPUS`` names): the random
 generators are ``random.Random`` instances seeded with strings (hash randomisation does not apply),
 files are visited in sorted order, and no clock, uuid or network is used.  Round ``k`` of a seed has
 the same content whichever entry point produced it (`make_session`, `next_round`, `replay`); only
@@ -56,6 +57,15 @@ __all__ = [
 
 
 def _find_litellm_dir() -> Path:
+    """The litellm package whose sources are the corpus: ``$BENCH_CORPUS`` (a litellm package
+    directory; CI points every matrix entry at the pinned one, so that all replay the same sessions),
+    else the installed one."""
+    pinned = os.environ.get("BENCH_CORPUS")
+    if pinned:
+        path = Path(pinned)
+        if not (path / "__init__.py").is_file() or path.name != "litellm":
+            raise RuntimeError(f"BENCH_CORPUS={pinned!r} is not a litellm package directory")
+        return path
     spec = importlib.util.find_spec("litellm")  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("litellm is not installed")
@@ -195,7 +205,12 @@ def _function(src: _Source, line: int) -> tuple[list[str], int]:
 @functools.cache
 def _doc_text(rel: str) -> str:
     if rel == "METADATA":
-        meta = importlib.metadata.distribution("litellm").read_text("METADATA") or ""
+        found = sorted(_SITE_DIR.glob("litellm-*.dist-info/METADATA"))
+        meta = (
+            found[0].read_text(encoding="utf-8", errors="replace")
+            if found
+            else importlib.metadata.distribution("litellm").read_text("METADATA") or ""
+        )
         return meta.split("\n\n", 1)[-1]
     return (_SITE_DIR / rel).read_text(encoding="utf-8", errors="replace")
 
