@@ -41,8 +41,9 @@ bench: setup
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/proxy_latency.py
 
-# Other LiteLLM versions and Pythons (see .ci/matrix; CI runs it).
-matrix:
+# Other LiteLLM versions and Pythons (see .ci/matrix; CI runs it). Every entry replays the test sessions
+# built from the pinned LiteLLM in .venv, hence the dependency.
+matrix: $(RUNTIME)
 	./.ci/matrix
 
 clean:
