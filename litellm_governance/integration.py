@@ -35,7 +35,8 @@ log event's ``messages`` are the client's, so the remembered estimate is used, n
 context-length rejection in ``async_post_call_failure_deployment_hook`` (inline, before a
 ``context_window_fallbacks`` fallback runs; ``async_log_failure_event`` where LiteLLM has no such
 hook) tightens the ratio at once. Learned ratios are per process, and shared through the Redis of
-LiteLLM's own DualCache where the proxy has one (`_shared_cache`), under `CALIBRATION_KEY_PREFIX`.
+LiteLLM's own DualCache where the proxy has one (`_calibration_store.shared_cache`), under
+`_calibration_store.CALIBRATION_KEY_PREFIX`.
 
 Failure: an internal error logs a warning and lets the original request through (fail-open),
 unless the operator set ``fail_closed``, in which case the client gets a 400. A configuration
@@ -289,7 +290,8 @@ class GovernanceHook(CustomLogger):
             self._learn_failure(kwargs, exception)
 
     def reset_calibration(self) -> None:
-        """Forget what this process learned (a shared cache's keys stay: see CALIBRATION_KEY_PREFIX)."""
+        """Forget what this process learned (the shared cache keeps its keys: see
+        `_calibration_store.CALIBRATION_KEY_PREFIX`)."""
         self._calibration.reset()
 
     def _learn_success(self, data: Mapping[str, Any], usage: object) -> None:
