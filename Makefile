@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c const
 RUNTIME := $(VENV)/.runtime-installed
 TOOLCHAIN := $(VENV)/.installed
 
-.PHONY: setup test lint demo bench matrix clean
+.PHONY: setup test test-all lint demo bench matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,14 @@ lint: setup
 	$(BIN)/ruff format --check litellm_governance tests bench examples
 	$(BIN)/mypy
 
+# The whole suite, in parallel (pytest-xdist: one worker per CPU).
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
+
+# Before a release: `make test`, then the whole suite on every matrix entry (CI runs only each
+# entry's own share: the tests that touch LiteLLM's API, or the unit tests and a proxy smoke test).
+test-all: test
+	MATRIX_FULL=1 ./.ci/matrix
 
 demo: $(RUNTIME)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python examples/demo.py
@@ -41,8 +47,8 @@ bench: setup
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/proxy_latency.py
 
-# Other LiteLLM versions and Pythons (see .ci/matrix; CI runs it). Every entry replays the test sessions
-# built from the pinned LiteLLM in .venv, hence the dependency.
+# Other LiteLLM versions and Pythons, each entry its own share of the suite (see .ci/matrix; CI runs it).
+# Every entry replays the test sessions built from the pinned LiteLLM in .venv, hence the dependency.
 matrix: $(RUNTIME)
 	./.ci/matrix
 

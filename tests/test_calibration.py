@@ -630,6 +630,7 @@ def harness() -> Iterator[Callable[..., Harness]]:
     yield Harness
 
 
+@pytest.mark.litellm
 class TestHook:
     def test_successes_teach_the_deployment(self, harness: Callable[..., Harness]) -> None:
         """Five answers with usage replace the profile's ratio; the report says where it came from."""

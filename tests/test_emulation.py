@@ -938,6 +938,7 @@ def sdk_kwargs(provider: str, upstream: RecordingUpstream) -> dict[str, Any]:
         for p in PROVIDERS
     ],
 )
+@pytest.mark.litellm
 def test_litellm_maps_overflow_to_context_window_exceeded(server: RecordingUpstream, provider: str) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -957,6 +958,7 @@ def test_litellm_maps_overflow_to_context_window_exceeded(server: RecordingUpstr
         server.set_emulation(None)
 
 
+@pytest.mark.litellm
 def test_litellm_maps_rule_errors_to_bad_request(server: RecordingUpstream) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm

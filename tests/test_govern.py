@@ -151,6 +151,7 @@ class TestReport:
         assert out.report.summary() == f"unchanged; tokens={out.report.tokens_after}; profile=strict; budget=10880"
         assert govern([user()], model="openai/gpt-4o").report.summary().endswith("profile=permissive; budget=122880")
 
+    @pytest.mark.litellm
     def test_no_output_from_litellm_lookups(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A model LiteLLM does not know (a proxy alias): nothing reaches the caller's stdout."""
         govern([user()], model="my-custom-model-for-the-stdout-test")
@@ -164,6 +165,7 @@ class TestReport:
         assert not out.report.changed and out.report.steps == {}
 
 
+@pytest.mark.litellm
 class TestProfiles:
     @pytest.mark.parametrize(
         ("model", "profile"),
@@ -215,6 +217,7 @@ class TestProfiles:
         assert claude.tokens_before > openai.tokens_before * 1.1
 
 
+@pytest.mark.litellm
 class TestWindowsFromLiteLLM:
     def test_known_model(self) -> None:
         """LiteLLM's model map gives GLM-4.6's window."""

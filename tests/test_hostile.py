@@ -425,6 +425,7 @@ def run_hooks(body: dict[str, Any], model: Any = "zai/glm-4.6") -> list[Any]:
     return asyncio.run(both())
 
 
+@pytest.mark.litellm
 class TestHooksFailOpen:
     @pytest.mark.parametrize("name", list(HOSTILE_BODIES))
     def test_hooks_never_raise(self, name: str) -> None:
@@ -461,6 +462,7 @@ def governed_with_override(override: Any) -> dict[str, Any]:
     return spend.get("governance") or {}
 
 
+@pytest.mark.litellm
 class TestHostileOverrides:
     @pytest.mark.parametrize(
         "override",
@@ -499,6 +501,7 @@ class TestHostileOverrides:
         assert len(json.dumps(report)) < 10_000
 
 
+@pytest.mark.litellm
 class TestCallerMetadata:
     def test_callers_metadata_stays_json(self) -> None:
         """An SDK caller's metadata dict, reused across requests as apps do, stays JSON-serialisable:

@@ -122,6 +122,7 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
+@pytest.mark.litellm
 class TestNoContentInLogs:
     def test_govern_on_every_profile_and_window(self, captured: Capture) -> None:
         """govern() on a marked, damaged conversation, for every profile, tiny and large windows."""
@@ -252,6 +253,7 @@ instance = CustomLogger()
 
 
 @pytest.mark.e2e
+@pytest.mark.litellm
 def test_proxy_log_has_no_content(
     proxy_factory: ProxyFactory, upstream: RecordingUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

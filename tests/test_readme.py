@@ -76,6 +76,7 @@ def providers_here(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingUpstrea
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[f"snippet{i}" for i in range(len(SNIPPETS))])
+@pytest.mark.litellm
 def test_snippet_runs(snippet: str, providers_here: RecordingUpstream) -> None:
     """Each Python snippet runs as written (snippets with `await` inside an event loop)."""
     namespace: dict[str, Any] = {

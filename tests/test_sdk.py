@@ -39,6 +39,8 @@ REPAIRED_FOR_GLM = [
     },
 ]
 
+pytestmark = pytest.mark.litellm
+
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[RecordingUpstream]:

@@ -44,6 +44,8 @@ CODEX = [
     {"type": "function_call_output", "call_id": "call_zz", "output": "orphan"},
 ]
 
+pytestmark = pytest.mark.litellm
+
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[RecordingUpstream]:

@@ -83,10 +83,13 @@ ProxyFactory = Callable[..., ProxyProcess]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test in this directory ``e2e`` (so ``-m "not e2e"`` skips them)."""
+    """Mark every test in this directory ``e2e`` (so ``-m "not e2e"`` skips them), and ``litellm``
+    (re-run for every LiteLLM version of the matrix) unless it measures the plugin at ``scale``."""
     for item in items:
         if Path(str(item.fspath)).resolve().is_relative_to(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
+            if item.get_closest_marker("scale") is None:
+                item.add_marker(pytest.mark.litellm)
 
 
 @pytest.fixture(scope="session")
@@ -113,8 +116,10 @@ def proxy_factory(upstream: RecordingUpstream, tmp_path_factory: pytest.TempPath
         extra_config: Mapping[str, Any] | None = None,
         pythonpath: Sequence[str] = (),
         extra_env: Mapping[str, str] | None = None,
+        fresh: bool = False,
     ) -> ProxyProcess:
-        """Return a live proxy for this configuration (``callbacks=None`` means the defaults)."""
+        """Return a live proxy for this configuration (``callbacks=None`` means the defaults);
+        `fresh`: a process of its own rather than one forked from the preloaded server."""
         chosen = list(_default_callbacks() if callbacks is None else callbacks)
         if payload_sink and PAYLOAD_SINK_CALLBACK not in chosen:
             chosen.append(PAYLOAD_SINK_CALLBACK)
@@ -132,12 +137,12 @@ def proxy_factory(upstream: RecordingUpstream, tmp_path_factory: pytest.TempPath
             config["general_settings"] = dict(general_settings)
         config.update(extra_config or {})
         paths = [*pythonpath, *_extra_pythonpath()]
-        key = json.dumps([config, paths, dict(extra_env or {})], sort_keys=True, default=str)
+        key = json.dumps([config, paths, dict(extra_env or {}), fresh], sort_keys=True, default=str)
         proxy = started.get(key)
         if proxy is not None and proxy.alive():
             return proxy
         workdir = tmp_path_factory.mktemp("proxy")
-        proxy = start_proxy(config, workdir=workdir, pythonpath=paths, extra_env=extra_env)
+        proxy = start_proxy(config, workdir=workdir, pythonpath=paths, extra_env=extra_env, fresh=fresh)
         started[key] = proxy
         return proxy
 

@@ -215,6 +215,7 @@ FROM_START_TURNS = {"1.3": 80, "0.8": 100}
 RESUMED_TURNS = 30
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("rate", ["1.3", "0.8"])
 def test_loop_from_its_start(calibrated: ProxyProcess, static: ProxyProcess, rate: str) -> None:
     """From the first turn: calibration has learned the ratio before the history outgrows the window."""
@@ -234,6 +235,7 @@ def test_loop_from_its_start(calibrated: ProxyProcess, static: ProxyProcess, rat
         assert max(fixed.use(WARM_UP)) <= 0.82
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("rate", ["1.3", "0.8"])
 def test_loop_resumed_on_a_fresh_proxy(fresh: ProxyProcess, static: ProxyProcess, rate: str) -> None:
     """Mid-session on a proxy that has learned nothing: at 1.3x the first request is rejected, which

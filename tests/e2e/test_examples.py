@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from litellm_governance import GovernanceConfig, govern
@@ -35,6 +36,7 @@ def run_example(name: str, upstream: RecordingUpstream, timeout: float = 120) ->
     return done
 
 
+@pytest.mark.scale
 def test_demo(upstream: RecordingUpstream) -> None:
     """`make demo` runs: without the plugin the emulated GLM rejects both requests (its rules, then
     its window); with it both succeed and nothing GLM rejects arrives."""
@@ -111,6 +113,7 @@ def test_proxy_config_example(proxy_factory: ProxyFactory, upstream: RecordingUp
         assert [m["role"] for m in sent] == ["user", "assistant", "user"]  # Anthropic format, after LiteLLM
 
 
+@pytest.mark.scale
 def test_proxy_latency_benchmark_runs() -> None:
     """bench/proxy_latency.py --quick starts both proxies and prints its table (no timing is asserted)."""
     done = subprocess.run(

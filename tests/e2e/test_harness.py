@@ -122,6 +122,7 @@ def test_payload_sink_records_standard_logging_metadata(bare_proxy: ProxyProcess
     assert record["call_type"] == "acompletion"
 
 
+@pytest.mark.smoke
 def test_standard_proxy_chat(proxy: ProxyProcess, upstream: RecordingUpstream) -> None:
     """The standard proxy (default callbacks, e.g. the governance hook) serves a small chat unchanged."""
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"hello {_marker()}"}]
