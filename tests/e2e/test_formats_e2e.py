@@ -182,16 +182,24 @@ def test_report_reaches_the_logging_payload_on_both_routes(proxy: ProxyProcess) 
         client.post("/v1/messages", json={**claude_code_request(), "model": "claude", "user": "anthropic-report"})
         client.post("/v1/responses", json={**codex_request(), "model": "gpt", "user": "responses-report"})
 
-    def governed(call_type: str) -> Any:
+    def governed(call_type: str, user: str) -> Any:
         def match(record: dict[str, Any]) -> bool:
+            # By the request's user too: a late record of an earlier test on this proxy may carry the same call type.
             metadata = record.get("metadata") or {}
             spend = metadata.get("spend_logs_metadata") or {}
-            return call_type in str(record.get("call_type")) and isinstance(spend.get("governance"), dict)
+            return (
+                call_type in str(record.get("call_type"))
+                and record.get("end_user") == user
+                and isinstance(spend.get("governance"), dict)
+            )
 
         return proxy.wait_for_payload(match)
 
-    for call_type, fmt in (("anthropic_messages", "anthropic"), ("responses", "responses")):
-        record = governed(call_type)
+    for call_type, fmt, user in (
+        ("anthropic_messages", "anthropic", "anthropic-report"),
+        ("responses", "responses", "responses-report"),
+    ):
+        record = governed(call_type, user)
         assert record is not None, [r.get("call_type") for r in proxy.payloads()]
         report = record["metadata"]["spend_logs_metadata"]["governance"]
         assert report["format"] == fmt and report["steps"]["backfilled"] == 1
