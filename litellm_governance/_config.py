@@ -31,8 +31,10 @@ AGENT_TOOLS: frozenset[str] = NANOBOT_TOOLS | frozenset(
         # Codex CLI
         "shell", "shell_command", "exec_command", "write_stdin", "local_shell", "list_dir", "grep_files",
         "view_image", "read_mcp_resource", "list_mcp_resources", "list_mcp_resource_templates",
-        # OpenHands
-        "execute_bash", "terminal", "execute_ipython_cell", "browser", "fetch",
+        # OpenHands (its editor's `view` results only: see _reads.OBSERVING_COMMANDS)
+        "execute_bash", "terminal", "execute_ipython_cell", "browser", "fetch", "str_replace_editor",
+        # Anthropic's text editor tool (its `view` results only)
+        "str_replace_based_edit_tool",
         # Cline, Roo Code
         "execute_command", "search_files", "list_files", "list_code_definition_names", "codebase_search",
         "browser_action", "access_mcp_resource",
@@ -107,6 +109,10 @@ class GovernanceConfig:
     #: default): derived per request from how many tokens a turn of the conversation adds
     #: compared with the window (about 0.3 at 24k windows, 0.75 at 128k; see `_stable`).
     snip_watermark: float | None = None
+    #: When snipping cuts whole turns, put one short note in their place listing what they did
+    #: (each call's tool, main argument and outcome; what was said), in at most a tenth of the
+    #: budget, so the agent neither repeats them nor loses track. False: cut turns leave no trace.
+    note_cut_turns: bool = True
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
     #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
     #: budget with it instead of the profile's fixed ratio.
@@ -146,7 +152,14 @@ class GovernanceConfig:
         _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
         if self.cache_stable != "auto" and not isinstance(self.cache_stable, bool):
             raise ConfigError(f'cache_stable must be true, false or "auto", got {short_repr(self.cache_stable)}')
-        for name in ("respect_cache_control", "fail_closed", "allow_request_overrides", "enabled", "calibrate"):
+        for name in (
+            "respect_cache_control",
+            "fail_closed",
+            "allow_request_overrides",
+            "enabled",
+            "calibrate",
+            "note_cut_turns",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {short_repr(getattr(self, name))}")
         object.__setattr__(self, "compactable_tools", _tool_set(self.compactable_tools))

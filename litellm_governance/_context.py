@@ -48,6 +48,8 @@ class Context:
     large_uncompacted: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     over_budget: bool = False
+    #: The repaired request before compaction: what notes for cut turns read outcomes from.
+    original: list[Message] | None = None
     _memo: dict[int, tuple[Mapping[str, Any], int]] = field(default_factory=dict)
     _pairing: tuple[object, Pairing] | None = None
     _breakpoint: tuple[object, int] | None = None
@@ -86,6 +88,13 @@ class Context:
             return None
         fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if is_instruction(m))
         return max(0, self.budget - fixed) // 2
+
+    def drops_trailing_assistant(self) -> bool:
+        """Whether the role rules drop assistant messages that end the request (no prefill)."""
+        from ._profiles import TrailingAssistant
+
+        rule = self.profile.trailing_assistant
+        return rule is TrailingAssistant.DROP or (rule is TrailingAssistant.IF_PREFILL and not self.allow_prefill)
 
     def synthetic_user_tokens(self) -> int:
         return self.tokens(_SYNTHETIC_USER)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._calls import is_stub
 from ._config import GovernanceConfig
 from ._context import Context
 from ._messages import TRACE, Message, call_id, call_name, is_empty_content, is_system, tool_calls
@@ -21,10 +22,9 @@ from ._pairing import DUPLICATE, ORPHAN, pair
 from ._pipeline import run
 from ._request import Format, detect_format, read_request
 from ._snip import is_task
+from ._trace import is_note
 
 __all__ = ["Explanation", "explain"]
-
-_STUB_SUFFIX = " result omitted from context]"
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,8 @@ def explain(
             fate, detail = _change(originals[sources[0]], message, ctx, merged=len(sources) > 1)
         elif message.get("role") == "tool":
             fate, detail = "backfilled", "result stub for a call whose result was missing"
+        elif is_note(message):
+            fate, detail = "noted", "note listing what the cut turns did"
         else:
             fate, detail = "inserted", "synthetic turn the provider's rules need"
         after.append(
@@ -190,8 +192,15 @@ def _change(original: Message, output: Message, ctx: Context, *, merged: bool | 
         return "converted", f"{was} -> {role}"
     if role == "tool":
         content = output.get("content")
-        if isinstance(content, str) and content.endswith(_STUB_SUFFIX) and original.get("content") != content:
+        if is_stub(content) and original.get("content") != content:
+            if isinstance(content, str) and content.endswith(" — superseded by a later read]"):
+                return (
+                    "superseded",
+                    f"stale copy of a file read again later: {ctx.tokens(original)} -> {ctx.tokens(output)} tokens",
+                )
             return "compacted", f"{ctx.tokens(original)} -> {ctx.tokens(output)} tokens"
+        if content != original.get("content") and output.get("tool_call_id") == original.get("tool_call_id"):
+            return "truncated", f"newest result cut to fit: {ctx.tokens(original)} -> {ctx.tokens(output)} tokens"
         if output.get("tool_call_id") != original.get("tool_call_id"):
             return "renamed", "tool-call id made unique"
     if _ids(output) != _ids(original):

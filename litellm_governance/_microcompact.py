@@ -1,9 +1,22 @@
-"""Step: replace old results of compactable tools with a one-line stub.
+"""Step: replace old results of compactable tools with a one-line stub that names the call.
 
 The newest ``keep_recent`` results of compactable tools that are at least ``min_chars`` long stay
-whole; older ones become ``[<tool> result omitted from context]``. A result too big to share the
-budget with anything else (over half the room for history) is compacted whatever its age. The tool's name comes from the
-result's ``name`` or, as OpenAI-format results usually lack it, from the call it answers.
+whole; older ones become a stub saying which call they answered, how large they were and how to
+get them back::
+
+    [Read result omitted from context: Read(file_path="src/app.py"), 412 lines — call it again to see it]
+
+A read that a later read of the same file supersedes (`_reads`) is stubbed as soon as the newer
+read exists, whatever its age (``… — superseded by a later read``). A result too big to share the
+budget with anything else (over half the room for history) is compacted whatever its age.
+
+The results the model is about to read — those after the last assistant turn, *the newest
+exchange* — are never stubbed here: the budget is met from older history first, and a newest
+result that cannot fit even alone is truncated (`_truncate`), never replaced by a stub.
+
+The tool's name comes from the result's ``name`` or, as OpenAI-format results usually lack it,
+from the call it answers; so does the call's main argument (`_calls`). A call of a multi-purpose
+tool counts by what it did (an editor's ``view`` is an observation, its edits are not).
 
 With ``compact_batch`` > 1, results are compacted ``compact_batch`` at a time, counted from the
 start of the conversation, so the history is rewritten once per batch instead of on every turn.
@@ -12,67 +25,139 @@ Results before the last ``cache_control`` breakpoint are left alone unless the b
 
 from __future__ import annotations
 
-from ._context import Context
-from ._messages import Message, call_id, call_name, content_chars, tool_calls
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
 
-__all__ = ["LARGE_RESULT_CHARS", "Microcompact", "compact", "compactable_results", "large_uncompactable", "stub_for"]
+from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error
+from ._context import BRIDGE_CONTENT, Context
+from ._messages import Message, content_chars
+from ._reads import is_observation, read_target
+
+__all__ = [
+    "AGAIN",
+    "LARGE_RESULT_CHARS",
+    "SUPERSEDED",
+    "Candidate",
+    "Catalogue",
+    "Microcompact",
+    "catalogue",
+    "compact",
+    "is_stub",
+    "large_uncompactable",
+    "newest_results",
+    "stub_text",
+]
 
 #: A tool result this long (about 1,000 tokens) that no rule may compact is named in the report.
 LARGE_RESULT_CHARS = 4_000
+#: What a stub tells the agent to do, by why the result was omitted.
+AGAIN: Final = "call it again to see it"
+SUPERSEDED: Final = "superseded by a later read"
 
 
-def stub_for(tool_name: str) -> str:
-    """The text that replaces a compacted result of `tool_name`."""
-    return f"[{tool_name} result omitted from context]"
+def stub_text(tool_name: str, call: CallInfo | None, size: str, reason: str = AGAIN) -> str:
+    """The text that replaces a compacted result of `tool_name`: the call, the size, what to do."""
+    described = call.describe() if call is not None else f"{tool_name}()"
+    return f"[{tool_name} result omitted from context: {described}, {size} — {reason}]"
 
 
-def compactable_results(messages: list[Message], ctx: Context) -> tuple[list[tuple[int, str]], int]:
-    """(index, tool name) of every result that may be compacted, oldest first: results of
-    compactable tools, at least ``min_chars`` long, not already stubs, not protected by a
-    ``cache_control`` breakpoint (unless the budget lifted that protection); and how many such
-    results the breakpoint protects."""
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A result that may be compacted."""
+
+    index: int
+    name: str
+    call: CallInfo | None
+    #: Index of the earliest later read that supersedes this one (None: not superseded).
+    superseded_by: int | None = None
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The request's compactable results, oldest first, and what protects the others."""
+
+    candidates: list[Candidate]
+    #: Results behind the last cache_control breakpoint that would otherwise be candidates.
+    protected: int
+    #: Indexes of the newest exchange's results (after the last assistant turn): never stubbed.
+    newest: frozenset[int]
+
+
+def newest_results(messages: Sequence[Message], *, drops_trailing: bool = False) -> frozenset[int]:
+    """Indexes of the results after the last assistant turn: what the model is about to read (the
+    assistant turn a provider's rules put between results and the next user message is no turn,
+    nor, with `drops_trailing`, assistant text that ends the request: the rules drop it)."""
+    last = len(messages) - 1
+    if drops_trailing:
+        while last >= 0 and (
+            messages[last].get("role") in ("system", "developer")
+            or (messages[last].get("role") == "assistant" and not messages[last].get("tool_calls"))
+        ):
+            last -= 1
+    while last >= 0 and (
+        messages[last].get("role") != "assistant"
+        or (messages[last].get("content") == BRIDGE_CONTENT and not messages[last].get("tool_calls"))
+    ):
+        last -= 1
+    if last < 0:
+        return frozenset()
+    return frozenset(i for i in range(last + 1, len(messages)) if messages[i].get("role") == "tool")
+
+
+def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
+    """The results that may be compacted, oldest first: results of compactable tools (by the tool
+    and what the call did), at least ``min_chars`` long, not already stubs, not protected by a
+    ``cache_control`` breakpoint (unless the budget lifted that protection); each with the later
+    read that supersedes it, if any. Large results no rule may compact are noted for the report."""
     config = ctx.config
     protected = -1
     if config.respect_cache_control and not ctx.ignore_breakpoints:
         protected = ctx.last_breakpoint(messages)
-    names: dict[str, str] = {}
-    found: list[tuple[int, str]] = []
+    calls = calls_by_id(messages)
+    found: list[Candidate] = []
     protected_count = 0
+    reads: dict[tuple[str, str], list[tuple[int, object]]] = {}  # (tool, path) -> [(candidate ordinal, target)]
+    superseded: dict[int, int] = {}  # candidate ordinal -> index of the read superseding it
     for index, message in enumerate(messages):
-        role = message.get("role")
-        if role == "assistant":
-            for call in tool_calls(message):
-                ident, name = call_id(call), call_name(call)
-                if ident is not None and name is not None:
-                    names[ident] = name
-        elif role == "tool":
-            name = message.get("name")
-            if not isinstance(name, str) or not name:
-                ident = message.get("tool_call_id")
-                name = names.get(ident) if isinstance(ident, str) else None
-            if name is None:
-                continue
-            if not config.is_compactable(name):
-                if content_chars(message.get("content")) >= LARGE_RESULT_CHARS:
-                    ctx.large_uncompacted[index] = name[:40]  # for the report: a tool to consider adding
-                continue
-            content = message.get("content")
-            stub = stub_for(name)
-            if content == stub:
-                continue  # already compacted (never counted, so a second pass changes nothing)
-            chars = content_chars(content)
-            if chars >= config.min_chars and chars > len(stub):
-                if index <= protected:
-                    protected_count += 1
-                else:
-                    found.append((index, name))
-    return found, protected_count
+        if message.get("role") != "tool":
+            continue
+        ident = message.get("tool_call_id")
+        call = calls.get(ident) if isinstance(ident, str) else None
+        name = message.get("name")
+        if not isinstance(name, str) or not name:
+            name = call.name if call is not None else None
+        if name is None:
+            continue
+        content = message.get("content")
+        target = read_target(call)
+        if target is not None and not looks_like_error(message):
+            for ordinal, earlier in reads.get((target.tool, target.path), ()):
+                if ordinal not in superseded and target.covers(earlier):  # type: ignore[arg-type]
+                    superseded[ordinal] = index
+        if not config.is_compactable(name) or not is_observation(call):
+            if content_chars(content) >= LARGE_RESULT_CHARS:
+                ctx.large_uncompacted[index] = name[:40]  # for the report: a tool to consider adding
+            continue
+        if is_stub(content):
+            continue  # already compacted (never counted, so a second pass changes nothing)
+        if content_chars(content) < config.min_chars:
+            continue
+        if index <= protected:
+            protected_count += 1
+            continue
+        if target is not None:
+            reads.setdefault((target.tool, target.path), []).append((len(found), target))
+        found.append(Candidate(index, name, call))
+    for ordinal, later in superseded.items():
+        found[ordinal] = Candidate(found[ordinal].index, found[ordinal].name, found[ordinal].call, later)
+    return Catalogue(found, protected_count, newest_results(messages, drops_trailing=ctx.drops_trailing_assistant()))
 
 
 def large_uncompactable(ctx: Context, *, limit: int = 5) -> dict[str, int]:
     """Tools whose results are large but not compactable (not in ``compactable_tools``), with how
-    many such results each has — what an operator may want to add. Collected by
-    `compactable_results`; at most `limit` names, each cut to 40 characters."""
+    many such results each has — what an operator may want to add. Collected by `catalogue`; at
+    most `limit` names, each cut to 40 characters."""
     found: dict[str, int] = {}
     for name in ctx.large_uncompacted.values():
         found[name] = found.get(name, 0) + 1
@@ -85,10 +170,14 @@ def is_oversized(message: Message, limit: int, ctx: Context) -> bool:
     return 4 * content_chars(message.get("content")) > limit and ctx.tokens(message) > limit
 
 
-def compact(message: Message, tool_name: str) -> Message:
-    """A copy of the result `message` with its content replaced by the stub."""
+def compact(message: Message, candidate: Candidate, *, superseded: bool | None = None) -> Message:
+    """A copy of the result `message` with its content replaced by the stub naming its call;
+    `superseded` says why (default: whether a later read supersedes it)."""
     compacted = dict(message)
-    compacted["content"] = stub_for(tool_name)
+    if superseded is None:
+        superseded = candidate.superseded_by is not None
+    reason = SUPERSEDED if superseded else AGAIN
+    compacted["content"] = stub_text(candidate.name, candidate.call, describe_size(message.get("content")), reason)
     return compacted
 
 
@@ -102,21 +191,32 @@ class Microcompact:
     def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
         keep_recent = ctx.config.keep_recent if self.keep_recent is None else self.keep_recent
         batch = ctx.config.compact_batch_for(ctx.stable) if self.keep_recent is None else 1
-        candidates, protected = compactable_results(messages, ctx)
-        if protected and len(candidates) + protected > keep_recent:
-            ctx.counts["compaction_skipped_for_cache"] += min(protected, len(candidates) + protected - keep_recent)
-        excess = max(0, len(candidates) - keep_recent)
+        found = catalogue(messages, ctx)
+        candidates, newest = found.candidates, found.newest
+        if found.protected and len(candidates) + found.protected > keep_recent:
+            ctx.counts["compaction_skipped_for_cache"] += min(
+                found.protected, len(candidates) + found.protected - keep_recent
+            )
+        # Superseded reads go whatever their age; keep_recent counts the results still current.
+        current = [c for c in candidates if c.superseded_by is None]
+        excess = max(0, len(current) - keep_recent)
         excess -= excess % batch
+        old = {c.index for c in current[:excess]}
         limit = ctx.oversized(messages)
         chosen = [
-            (index, name)
-            for ordinal, (index, name) in enumerate(candidates)
-            if ordinal < excess or (limit is not None and is_oversized(messages[index], limit, ctx))
+            c
+            for c in candidates
+            if c.index not in newest
+            and (
+                c.superseded_by is not None
+                or c.index in old
+                or (limit is not None and is_oversized(messages[c.index], limit, ctx))
+            )
         ]
         if not chosen:
             return messages
         out = list(messages)
-        for index, name in chosen:
-            out[index] = compact(messages[index], name)
-        ctx.counts["compacted"] += len(chosen)
+        for candidate in chosen:
+            out[candidate.index] = compact(messages[candidate.index], candidate)
+            ctx.counts["superseded" if candidate.superseded_by is not None else "compacted"] += 1
         return out

@@ -53,6 +53,7 @@ from ._roles import EnforceRoles
 from ._snip import Snip
 from ._stable import StableShrink
 from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
+from ._truncate import TruncateNewest
 
 __all__ = [
     "AnthropicResult",
@@ -67,6 +68,7 @@ __all__ = [
 
 _REPAIR = (DropOrphans(), Backfill(), UniqueToolCallIds())
 _SNIP = Snip()
+_TRUNCATE = TruncateNewest()
 _ROLES = EnforceRoles()
 _DEFAULT_CONFIG = GovernanceConfig()
 
@@ -402,13 +404,15 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
 
 
 def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
-    """Compact, then snip; retry with fewer scruples while the budget forces it."""
+    """Compact, then snip; retry with fewer scruples while the budget forces it; and when even the
+    smallest request does not fit, truncate the newest exchange's results (never stub them)."""
     protected = ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0
     attempts: list[tuple[int | None, bool]] = [(None, False)]
     if protected:
         attempts.append((None, True))  # compacting behind the breakpoint beats cutting it off
-    attempts.append((0, True))  # compacting the newest results beats a request that cannot fit
+    attempts.append((0, True))  # compacting every older result beats a request that cannot fit
     counts_before = ctx.counts.copy()
+    ctx.original = messages
     result = messages
     for keep_recent, ignore_breakpoints in attempts:
         ctx.counts = counts_before.copy()
@@ -423,4 +427,6 @@ def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
         if protected and not ignore_breakpoints and ctx.counts["snipped"] > counts_before["snipped"]:
             continue  # a cut would drop what the breakpoint protects: try compacting it first
         break
+    if ctx.over_budget:
+        result = _TRUNCATE(result, ctx)
     return result

@@ -11,7 +11,10 @@ __all__ = ["GovernanceReport"]
 # Step counters shown in the one-line summary (header and log line), in this order.
 _SUMMARY_KEYS = (
     ("compacted", "compacted"),
+    ("superseded", "superseded"),
     ("snipped", "snipped"),
+    ("noted", "noted"),
+    ("truncated", "truncated"),
     ("orphans_dropped", "orphans"),
     ("duplicates_dropped", "duplicates"),
     ("backfilled", "backfilled"),
@@ -23,6 +26,7 @@ _SUMMARY_KEYS = (
     ("tool_call_ids_renamed", "ids_renamed"),
     ("malformed_calls_dropped", "malformed"),
     ("empty_messages_dropped", "empty"),
+    ("empty_user_kept", "empty_user_kept"),
     ("blank_text_dropped", "blank_text"),
     ("system_converted", "system_notes"),
     ("system_hoisted", "system_hoisted"),

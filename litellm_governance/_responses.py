@@ -185,13 +185,17 @@ class ResponsesOutline:
     # ---- rendering ---------------------------------------------------------------------------
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
-        """The body's ``input`` (and ``instructions``)."""
+        """The body's ``input`` (and ``instructions``). The outputs answering an assistant run's
+        calls come right after their call's group of calls, before the run's next item."""
         if self.left_alone is not None:
             return {}
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
         out: list[Any] = []
         fields: dict[str, Any] = {}
-        for message in governed:
+        index = 0
+        while index < len(governed):
+            message = governed[index]
+            index += 1
             found = origin(message)
             unchanged = id(message) in self._originals
             if found is not None and found.virtual:
@@ -207,15 +211,17 @@ class ResponsesOutline:
                     if isinstance(c, Mapping) and (call := origin(c)) is not None and isinstance(call.native, Mapping)
                 }
                 if unchanged and found is not None:
-                    out.extend(found.order)
+                    run = list(found.order)
                 else:
                     order = found.order if found is not None else ()
-                    out.extend(interleave(_parts(message.get("content")), message.get("tool_calls"), order, _call_item))
+                    run = interleave(_parts(message.get("content")), message.get("tool_calls"), order, _call_item)
+                outputs: list[tuple[Any, Any]] = []  # (call id, output item) of the results that follow
+                while index < len(governed) and governed[index].get("role") == "tool":
+                    outputs.append((governed[index].get("tool_call_id"), self._output(governed[index], call_types)))
+                    index += 1
+                out.extend(_place_outputs(run, outputs))
             elif role == "tool":
-                if unchanged and found is not None and _kind_fits(found.native, call_types):
-                    out.append(found.native)
-                else:
-                    out.append(_output_item(message, call_types))
+                out.append(self._output(message, call_types))
             elif unchanged and found is not None:
                 out.append(found.native)
             elif role == OPAQUE_ROLE:
@@ -224,6 +230,39 @@ class ResponsesOutline:
                 out.append(_message_item(message, found))
         fields["input"] = out
         return fields
+
+    def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
+        found = origin(message)
+        if id(message) in self._originals and found is not None and _kind_fits(found.native, call_types):
+            return found.native
+        return _output_item(message, call_types)
+
+
+def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> list[Any]:
+    """An assistant run's items with each output right after the group of consecutive calls that
+    holds its call (outputs of calls the run does not hold — stored upstream — after the run)."""
+    if not outputs:
+        return run
+    group_end: dict[Any, int] = {}  # call id -> index of the last call of its group
+    start = None
+    for position, item in enumerate([*run, None]):
+        is_call = isinstance(item, Mapping) and _is_call(item)
+        if is_call and start is None:
+            start = position
+        elif not is_call and start is not None:
+            for member in run[start:position]:
+                group_end[member.get("call_id")] = position - 1
+            start = None
+    after: dict[int, list[Any]] = {}
+    rest: list[Any] = []
+    for ident, item in outputs:
+        at = group_end.get(ident)
+        (after.setdefault(at, []) if at is not None else rest).append(item)
+    placed: list[Any] = []
+    for position, item in enumerate(run):
+        placed.append(item)
+        placed.extend(after.get(position, ()))
+    return placed + rest
 
 
 def _arguments(item: Mapping[str, Any]) -> Any:

@@ -5,7 +5,9 @@ In order, each rule as the profile asks:
 1. Empty content: missing or ``null`` content becomes ``""`` on user, system and tool messages; an
    assistant message with no content and no tool calls carries nothing and is dropped. Where the
    provider rejects blank text (every profile but ``permissive``), blank text parts are dropped,
-   a user message with nothing in it is dropped, and blank content next to tool calls goes.
+   a user message with nothing in it is dropped, and blank content next to tool calls goes — but
+   a request whose only turn was an empty user message keeps it, saying ``(empty message)``
+   (dropped, the request would hold system messages only: GLM's error 1214).
 2. Mid-conversation system (and developer) messages: kept (``permissive``), moved up to the
    system prompt (``gemini``), or turned into a user message in place, labelled as a system note
    (everyone else: GLM and vLLM chat templates reject them, Mistral accepts them only after a
@@ -27,6 +29,8 @@ In order, each rule as the profile asks:
 
 from __future__ import annotations
 
+from typing import Final
+
 from ._context import BRIDGE_CONTENT, Context, synthetic_user
 from ._messages import (
     ORIGIN,
@@ -40,11 +44,13 @@ from ._messages import (
     system_note,
     tool_calls,
 )
-from ._profiles import MidSystem, Reasoning, TrailingAssistant
+from ._profiles import MidSystem, Reasoning
 
 __all__ = ["EnforceRoles"]
 
 _NULL_TO_EMPTY = frozenset({"user", "system", "developer", "tool"})
+#: What an empty user message says where the provider rejects empty text and it is the only turn.
+EMPTY_USER_CONTENT: Final = "(empty message)"
 
 
 class EnforceRoles:
@@ -57,10 +63,7 @@ class EnforceRoles:
             out = _mid_conversation_system(out, ctx)
         if profile.merge_consecutive:
             out = _merge_consecutive(out, ctx)
-        drop_trailing = profile.trailing_assistant is TrailingAssistant.DROP or (
-            profile.trailing_assistant is TrailingAssistant.IF_PREFILL and not ctx.allow_prefill
-        )
-        if drop_trailing:
+        if ctx.drops_trailing_assistant():
             out = _drop_trailing_assistant(out, ctx)
         if profile.first_must_be_user:
             out = _user_first(out, ctx)
@@ -80,6 +83,7 @@ def _without_blank_parts(content: object) -> object:
 def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
     strict_text = ctx.profile.no_empty_text
     out: list[Message] | None = None
+    dropped_user: Message | None = None
     for index, message in enumerate(messages):
         role = message.get("role")
         content = message.get("content")
@@ -89,6 +93,8 @@ def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
         ):
             replacement = None
             ctx.counts["empty_messages_dropped"] += 1
+            if role == "user":
+                dropped_user = message
         elif isinstance(role, str) and role in _NULL_TO_EMPTY and content is None:
             replacement = {**message, "content": ""}
             ctx.counts["null_content_filled"] += 1
@@ -103,6 +109,12 @@ def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
             out = messages[:index]
         if out is not None and replacement is not None:
             out.append(replacement)
+    if out is not None and dropped_user is not None and all(is_system(m) for m in out):
+        # Nothing but system messages would be left (GLM: error 1214; Anthropic: no message at all):
+        # the user's turn stays, saying it was empty.
+        ctx.counts["empty_messages_dropped"] -= 1
+        ctx.counts["empty_user_kept"] += 1
+        out.append({**dropped_user, "content": EMPTY_USER_CONTENT})
     return messages if out is None else out
 
 

@@ -8,6 +8,10 @@ content (the task being worked on; not an empty one, nor text that came along wi
 results) is kept in front of it. The newest unit is always kept; when even that does not fit,
 the request is as small as the rules allow and the report says ``over_budget``.
 
+The cut turns leave a trace: one short note in their place listing the calls they made, their
+outcomes and what was said (`_trace`), in at most a tenth of the budget and never at the expense
+of the newest exchange (the note shrinks, down to nothing, when the room is short).
+
 This keeps as much as fits, so the cut moves with every turn of a long agent loop and the
 provider's prompt cache misses the whole history each time: `_stable` replays the same rules
 with hysteresis instead (``cache_stable``).
@@ -16,13 +20,14 @@ with hysteresis instead (``cache_stable``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._context import BRIDGE_CONTENT, Context
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
+from ._trace import NOTE_SHARE, TraceIndex, is_note, render_note
 
-__all__ = ["Cost", "Layout", "Snip", "assemble"]
+__all__ = ["Cost", "Layout", "Snip", "assemble", "note_for"]
 
 # cost(cut, tail): tokens kept when cutting at unit `cut`, given the tokens of the units from there.
 Cost = Callable[[int, int], int]
@@ -37,6 +42,14 @@ class Layout:
     is_user: list[bool]
     previous_user: list[int]  # the nearest user unit before each unit (-1: none)
     fixed: int  # tool schemas, system messages, reply priming
+    #: Per unit: the unit a cut may go no later than when that unit is the newest — the last
+    #: assistant turn with results up to it (the newest exchange: what the model is about to read,
+    #: user messages after it included), else the unit itself.
+    keep_from: list[int] = field(default_factory=list)
+
+    def latest_cut(self) -> int:
+        """The latest unit a cut of the whole request may keep from: the newest exchange's."""
+        return self.keep_from[-1] if self.keep_from else 0
 
     @classmethod
     def of(cls, messages: list[Message], ctx: Context) -> Layout:
@@ -48,6 +61,9 @@ class Layout:
         bridge, note, reasoning = ctx.rule_overheads()
         index = 0
         latest_user = -1
+        exchange = -1  # the unit of the last assistant turn so far, when results came with it
+        drops_trailing = ctx.drops_trailing_assistant()
+        after_text = False  # assistant text came after that exchange (dropped if nothing else follows)
         while index < len(messages):
             message = messages[index]
             if is_instruction(message):
@@ -79,6 +95,18 @@ class Layout:
             layout.is_user.append(user)
             if user:
                 latest_user = unit
+            if role == "assistant" and not is_bridge(message):
+                if end - index > 1 and messages[index + 1].get("role") == "tool":
+                    exchange, after_text = unit, False
+                elif drops_trailing and exchange >= 0:
+                    # Assistant text that ends the request is dropped by the rules (no prefill): the
+                    # exchange before it stays the newest while nothing but such text follows.
+                    after_text = True
+                else:
+                    exchange = -1
+            elif after_text:  # the assistant text before this unit was the last turn after all
+                exchange, after_text = -1, False
+            layout.keep_from.append(exchange if exchange >= 0 else unit)
             index = end
         return layout
 
@@ -118,9 +146,10 @@ def _continues(message: Message) -> bool:
 
 
 def is_task(message: Message) -> bool:
-    """A user message that can carry the task: with real content, and not text that rode along
-    with tool results (Anthropic's reminders and interjections inside a results message)."""
-    if message.get("role") != "user" or is_empty_content(message.get("content")):
+    """A user message that can carry the task: with real content, not text that rode along with
+    tool results (Anthropic's reminders and interjections inside a results message), and not a
+    note standing for cut turns."""
+    if message.get("role") != "user" or is_empty_content(message.get("content")) or is_note(message):
         return False
     found = origin(message)
     return found is None or not found.continuation
@@ -141,25 +170,61 @@ class Snip:
 
         if cost(0, sum(layout.tokens)) <= room:
             return messages
-        cut = self._earliest_cut(layout, room, cost)
-        ctx.over_budget = cost(cut, sum(layout.tokens[cut:])) > room
-        return assemble(messages, layout, cut, ctx)
+        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter)
+        cut = self._earliest_cut(layout, room, cost, trace, note_cap(ctx))
+        tail = cost(cut, sum(layout.tokens[cut:]))
+        note = note_for(messages, layout, cut, trace=trace, allowance=min(note_cap(ctx), room - tail), ctx=ctx)
+        ctx.over_budget = tail + (ctx.tokens(note) if note is not None else 0) > room
+        return assemble(messages, layout, cut, ctx, note)
 
     @staticmethod
-    def _earliest_cut(layout: Layout, room: int, cost: Cost) -> int:
-        """The earliest unit to keep from so the rest fits (the newest unit when nothing fits)."""
+    def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap: int) -> int:
+        """The earliest unit to keep from so the rest fits with the note for what goes, in at most
+        `cap` tokens (the newest unit when nothing fits; the note then gets what room is left)."""
         tail = sum(layout.tokens)
-        for cut in range(len(layout.units)):
-            if cost(cut, tail) <= room:
+        latest = layout.latest_cut()
+        for cut in range(latest):
+            anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
+            note = min(cap, trace.estimate(cut, anchor)) if cut and cap else 0
+            if cost(cut, tail) + note <= room:
                 return cut
             tail -= layout.tokens[cut]
-        return len(layout.units) - 1
+        return latest
 
 
-def assemble(messages: list[Message], layout: Layout, cut: int, ctx: Context) -> list[Message]:
-    """System messages, the user message anchoring the kept history, then everything from `cut`."""
+def note_cap(ctx: Context) -> int:
+    """The most a note for cut turns may take: `NOTE_SHARE` of the budget (0: notes are off)."""
+    if ctx.budget is None or not ctx.config.note_cut_turns:
+        return 0
+    return int(ctx.budget * NOTE_SHARE)
+
+
+def note_for(
+    messages: list[Message], layout: Layout, cut: int, *, trace: TraceIndex, allowance: int, ctx: Context
+) -> Message | None:
+    """The note standing for the units before `cut` (the kept anchor aside), in at most
+    `allowance` tokens; None when nothing is cut or it does not fit."""
+    if cut == 0 or allowance <= 0:
+        return None
+    anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
+    entries = trace.entries_before(cut, anchor)
+    if not entries:
+        return None
+    text = render_note(entries, trace.turns_before(cut, messages, layout.units), allowance - 4, ctx.counter)
+    if text is None:
+        return None
+    note: Message = {"role": "user", "content": text}
+    return note if ctx.tokens(note) <= allowance else None
+
+
+def assemble(
+    messages: list[Message], layout: Layout, cut: int, ctx: Context, note: Message | None = None
+) -> list[Message]:
+    """System messages, the user message anchoring the kept history, the note for what was cut,
+    then everything from `cut`."""
     cut_start = layout.units[cut][0]
     anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
+    trace = [note] if note is not None else []
     if anchor >= 0:
         anchor_start, anchor_end = layout.units[anchor]
         # System messages in the dropped spans are kept, in their order, before the history.
@@ -167,11 +232,14 @@ def assemble(messages: list[Message], layout: Layout, cut: int, ctx: Context) ->
             [m for m in messages[:anchor_start] if is_instruction(m)]
             + messages[anchor_start:anchor_end]
             + [m for m in messages[anchor_end:cut_start] if is_instruction(m)]
+            + trace
             + messages[cut_start:]
         )
     else:
-        result = [m for m in messages[:cut_start] if is_instruction(m)] + messages[cut_start:]
-    if len(result) == len(messages):
+        result = [m for m in messages[:cut_start] if is_instruction(m)] + trace + messages[cut_start:]
+    if len(result) == len(messages) and note is None:
         return messages  # already the smallest tail (over budget): nothing to drop
-    ctx.counts["snipped"] += len(messages) - len(result)
+    ctx.counts["snipped"] += len(messages) + len(trace) - len(result)
+    if note is not None:
+        ctx.counts["noted"] += 1
     return result

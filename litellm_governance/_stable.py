@@ -51,8 +51,9 @@ from collections import deque
 
 from ._context import Context
 from ._messages import Message
-from ._microcompact import compact, compactable_results, is_oversized, stub_for
-from ._snip import Layout, assemble
+from ._microcompact import Candidate, catalogue, compact, is_oversized
+from ._snip import Layout, assemble, note_cap, note_for
+from ._trace import TraceIndex
 
 __all__ = ["PRESSURE_KEEP_RECENT", "REUSE_PRICE", "StableShrink", "cut_back_level"]
 
@@ -68,7 +69,7 @@ GROWTH_UNITS = 32
 #: Budget use one rewritten request is worth (module docstring). bench/cache.py: 5 keeps prefix
 #: reuse at 0.95 with the budget 72 % used at 24k windows, where a turn adds about 4 % of the
 #: budget; larger windows get both higher (0.98 and 89 % at 128k).
-REUSE_PRICE = 5.0
+REUSE_PRICE = 5.5
 #: The derived cut-back level stays within these shares of the room.
 MIN_CUT_BACK, MAX_CUT_BACK = 0.1, 0.9
 #: Compacting alone is always enough when it leaves the history within this share of the way from
@@ -95,7 +96,8 @@ class StableShrink:
         config = ctx.config
         keep = config.keep_recent if self.keep_recent is None else self.keep_recent
         batch = config.compact_batch_for(True)
-        candidates, _ = compactable_results(messages, ctx)
+        found = catalogue(messages, ctx)
+        candidates = found.candidates
         layout = Layout.of(messages, ctx)
         if ctx.budget is None or not layout.units:
             ctx.over_budget = ctx.budget is not None and layout.fixed > ctx.budget
@@ -104,40 +106,72 @@ class StableShrink:
                 ctx,
                 layout=layout,
                 candidates=candidates,
-                compacted=self._batched(candidates, keep, batch),
+                compacted=self._batched(candidates, keep, batch, found.newest),
                 cut=0,
             )
 
         budget = ctx.budget
         room = budget - layout.fixed
         cost = layout.cost_function(messages, ctx)
+        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter)
+        cap = note_cap(ctx)
         watermark = config.snip_watermark
-        # What compacting each candidate saves, and the candidates each unit brings.
-        # A stub replaces the content and nothing else: the saving is the content's tokens less the
-        # stub's (long contents are cached by text, so this is a lookup per result on the warm path).
-        stubs: dict[str, int] = {}
+        # What compacting each candidate saves, and the candidates each unit brings. A stub replaces
+        # the content and nothing else: the saving is the content's tokens less the stub's (long
+        # contents are cached by text, so this is a lookup per result on the warm path).
         saving = [
-            ctx.counter.content(messages[i].get("content"))
-            - (stubs[name] if name in stubs else stubs.setdefault(name, ctx.counter.text(stub_for(name))))
-            for i, name in candidates
+            ctx.counter.content(messages[c.index].get("content"))
+            - ctx.counter.text(compact(messages[c.index], c)["content"])
+            for c in candidates
         ]
         unit_of = layout.unit_index()
         arriving: dict[int, list[int]] = {}
-        for ordinal, (index, _) in enumerate(candidates):
-            arriving.setdefault(unit_of[index], []).append(ordinal)
+        for ordinal, candidate in enumerate(candidates):
+            arriving.setdefault(unit_of[candidate.index], []).append(ordinal)
+        # A superseded read goes stale when the read superseding it arrives.
+        stale_from: dict[int, list[int]] = {}
+        for ordinal, candidate in enumerate(candidates):
+            if candidate.superseded_by is not None:
+                stale_from.setdefault(unit_of[candidate.superseded_by], []).append(ordinal)
         current = list(layout.tokens)  # what each unit costs at the current step of the replay
         arrived = [0] * len(current)  # what each unit cost when it arrived
         whole: deque[int] = deque()  # candidates that arrived and are still whole, oldest first
         compacted: set[int] = set()
+        stubbed_stale: set[int] = set()  # compacted because a later read superseded them
+        stale: set[int] = set()  # whole candidates a later read superseded: compacted at the next batch
+        deferred: list[int] = []  # too big to keep whole: compacted once they are no longer the newest
         cut, tail = 0, 0
         recent = 0  # tokens of the last GROWTH_UNITS units as they arrived
+        step = 0  # the unit arriving: its results are the newest exchange, never compacted
 
-        def compact_oldest() -> int:
-            ordinal = whole.popleft()
+        def compact_one(ordinal: int) -> int:
+            whole.remove(ordinal)
+            if ordinal in stale:
+                stale.discard(ordinal)
+                stubbed_stale.add(ordinal)  # its stub says so; one compacted earlier keeps its own
             compacted.add(ordinal)
-            unit = unit_of[candidates[ordinal][0]]
+            unit = unit_of[candidates[ordinal].index]
             current[unit] -= saving[ordinal]
             return saving[ordinal] if unit >= cut else 0
+
+        def compact_oldest() -> int:
+            return compact_one(whole[0])
+
+        def newest(ordinal: int) -> bool:
+            """Whether the candidate is among the results the model is about to read at this step."""
+            return unit_of[candidates[ordinal].index] >= layout.keep_from[step]
+
+        def oldest_is_newest() -> bool:
+            return newest(whole[0])
+
+        def compact_stale() -> int:
+            return sum(compact_one(o) for o in sorted(stale) if not newest(o))
+
+        def note(at: int) -> int:
+            if at == 0 or cap == 0:
+                return 0
+            anchor = -1 if layout.is_user[at] else layout.previous_user[at]
+            return min(cap, trace.estimate(at, anchor))
 
         def value(kept: int, share_lost: float, growth: float) -> float:
             if kept >= room:
@@ -147,31 +181,37 @@ class StableShrink:
         limit = ctx.oversized(messages)
         for step in range(len(layout.units)):
             before = tail  # the history of the previous step: the previous request
+            for ordinal in [o for o in deferred if not newest(o)]:
+                deferred.remove(ordinal)
+                if ordinal in whole:
+                    tail -= compact_one(ordinal)
             for ordinal in arriving.get(step, ()):
                 whole.append(ordinal)
-                if limit is not None and is_oversized(messages[candidates[ordinal][0]], limit, ctx):
-                    whole.pop()
-                    whole.appendleft(ordinal)  # too big to keep whole at all: compacted on arrival
-                    compact_oldest()
+                if limit is not None and is_oversized(messages[candidates[ordinal].index], limit, ctx):
+                    deferred.append(ordinal)  # too big to keep whole at all, once it is not the newest
+            stale.update(o for o in stale_from.get(step, ()) if o in whole)
             tail += current[step]
             arrived[step] = current[step]
             recent += current[step] - (arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
-            while len(whole) >= keep + batch:
+            while len(whole) >= keep + batch and not oldest_is_newest():
+                tail -= compact_stale()
                 for _ in range(batch):
-                    tail -= compact_oldest()
-            if cost(cut, tail) <= room:
+                    if whole and not oldest_is_newest():
+                        tail -= compact_oldest()
+            if cost(cut, tail) + note(cut) <= room:
                 continue
             # An event. What it costs is measured against the previous request.
             growth = max(1.0, recent / min(step + 1, GROWTH_UNITS))
-            previous = layout.fixed + cost(cut, before)
+            previous = layout.fixed + cost(cut, before) + note(cut)
             keep_whole = min(keep, max(PRESSURE_KEEP_RECENT, math.floor(PRESSURE_SHARE * room / growth)))
             rewritten = 0
             if len(whole) > keep_whole:  # the budget beats keep_recent
-                first = max(cut, unit_of[candidates[whole[0]][0]])
+                first = max(cut, unit_of[candidates[whole[0]].index])
                 rewritten = sum(current[first:step])
-                while len(whole) > keep_whole:
+                tail -= compact_stale()
+                while len(whole) > keep_whole and not oldest_is_newest():
                     tail -= compact_oldest()
-            kept = cost(cut, tail)
+            kept = cost(cut, tail) + note(cut)
             if watermark is not None:
                 low = math.floor(room * watermark)
                 if kept <= math.floor(room * (watermark + (1 - watermark) / 3)):
@@ -186,20 +226,36 @@ class StableShrink:
             if kept <= low:
                 continue
             # Cut: from the first unit that leaves at most `low`, else keep only the newest.
-            while cut < step and cost(cut, tail) > low:
+            while cut < layout.keep_from[step] and cost(cut, tail) + note(cut) > low:
                 tail -= current[cut]
                 cut += 1
-            while whole and unit_of[candidates[whole[0]][0]] < cut:
-                whole.popleft()  # cut off: no longer counts among the whole results
+            while whole and unit_of[candidates[whole[0]].index] < cut:
+                stale.discard(whole.popleft())  # cut off: no longer counts among the whole results
 
-        ctx.over_budget = cost(cut, tail) > room
-        return self._apply(messages, ctx, layout=layout, candidates=candidates, compacted=compacted, cut=cut)
+        tail_cost = cost(cut, tail)
+        ctx.over_budget = tail_cost + (note(cut) if tail_cost + note(cut) <= room else 0) > room
+        return self._apply(
+            messages,
+            ctx,
+            layout=layout,
+            candidates=candidates,
+            compacted=compacted,
+            cut=cut,
+            trace=trace,
+            allowance=min(cap, room - tail_cost),
+            stubbed_stale=stubbed_stale,
+        )
 
     @staticmethod
-    def _batched(candidates: list[tuple[int, str]], keep: int, batch: int) -> set[int]:
-        """Without a budget: Nanobot's compaction, in batches."""
-        excess = len(candidates) - keep
-        return set(range(max(0, excess - excess % batch)))
+    def _batched(candidates: list[Candidate], keep: int, batch: int, newest: frozenset[int]) -> set[int]:
+        """Without a budget: Nanobot's compaction, in batches (superseded reads go with the batch);
+        never the newest exchange's results."""
+        current = [o for o, c in enumerate(candidates) if c.superseded_by is None]
+        excess = len(current) - keep
+        chosen = set(current[: max(0, excess - excess % batch)])
+        if chosen or excess - excess % batch > 0:
+            chosen |= {o for o, c in enumerate(candidates) if c.superseded_by is not None}
+        return {o for o in chosen if candidates[o].index not in newest}
 
     @staticmethod
     def _apply(
@@ -207,20 +263,27 @@ class StableShrink:
         ctx: Context,
         *,
         layout: Layout,
-        candidates: list[tuple[int, str]],
+        candidates: list[Candidate],
         compacted: set[int],
         cut: int,
+        trace: TraceIndex | None = None,
+        allowance: int = 0,
+        stubbed_stale: set[int] | None = None,
     ) -> list[Message]:
         first_kept = layout.units[cut][0] if layout.units else 0
         out = messages
         for ordinal in sorted(compacted):
-            index, name = candidates[ordinal]
-            if index < first_kept:
+            candidate = candidates[ordinal]
+            if candidate.index < first_kept:
                 continue  # snipped anyway
             if out is messages:
                 out = list(messages)
-            out[index] = compact(messages[index], name)
-            ctx.counts["compacted"] += 1
+            # The stub says what the replay knew when it compacted the result: a read superseded only
+            # later keeps the stub it got by age (so the prefix does not change under the cache).
+            stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
+            out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
+            ctx.counts["superseded" if stale else "compacted"] += 1
         if cut == 0:
             return out
-        return assemble(out, layout, cut, ctx)
+        note = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx) if trace is not None else None
+        return assemble(out, layout, cut, ctx, note)

@@ -101,7 +101,8 @@ class TestAnthropic:
         assert out.messages[1]["content"][0] is messages[1]["content"][0]  # the untouched block itself
 
     def test_compaction_stubs_the_result_content_and_keeps_its_flags(self) -> None:
-        """Old Read results become a stub; is_error and cache_control on the block survive (here
+        """Old Read results become a stub naming the call (here: the same file read again later,
+        so the stub says the copy is stale); is_error and cache_control on the block survive (here
         the breakpoint is not respected, so that it can be compacted at all)."""
         config = GovernanceConfig(
             context_window_tokens=1_000_000, keep_recent=1, cache_stable=False, respect_cache_control=False
@@ -115,11 +116,11 @@ class TestAnthropic:
         assert first == {
             "type": "tool_result",
             "tool_use_id": "t0",
-            "content": "[Read result omitted from context]",
+            "content": '[Read result omitted from context: Read(file_path="/src/a.py"), 42 lines — superseded by a later read]',
             "is_error": True,
             "cache_control": {"type": "ephemeral"},
         }
-        assert second["content"] == "[Read result omitted from context]"
+        assert second["content"] == first["content"]
         assert third is messages[6]["content"][0]
 
     def test_thinking_blocks_stay_in_their_turn_in_order(self) -> None:
@@ -149,7 +150,8 @@ class TestAnthropic:
             messages, model=CLAUDE, max_tokens=1_000, config=GovernanceConfig(context_window_tokens=8_000)
         )
         assert out.report.steps["snipped"] > 0 and not out.report.over_budget
-        assert out.messages[0] == u("THE TASK")
+        # The task, then (merged: Anthropic takes no two user turns in a row) the note for the cut turns.
+        assert out.messages[0]["content"].startswith("THE TASK\n\n[Context note: ")
         assert anthropic_problems(out.messages, prefill=True) == []
 
     def test_leading_assistant_gets_a_user_turn_before_it(self) -> None:
@@ -285,7 +287,7 @@ class TestResponses:
         assert out.input[2] == {
             "type": "function_call_output",
             "call_id": "c0",
-            "output": "[shell result omitted from context]",
+            "output": '[shell result omitted from context: shell(command="ls"), 42 lines — call it again to see it]',
             "id": "fco_0",
         }
         assert out.input[6] is items[6]

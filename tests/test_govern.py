@@ -84,9 +84,11 @@ class TestSeedBehaviour:
         report = out.report
         assert report.tokens_before > 150_000
         assert report.tokens_after <= report.budget
-        assert out.messages[0] == messages[0] and out.messages[1] == messages[1]
+        assert out.messages[0] == messages[0]
+        # The task, with GLM's rules merging the note for the cut turns into it (user -> user).
+        assert out.messages[1]["content"].startswith(messages[1]["content"] + "\n\n[Context note: ")
         assert out.messages[-1] == messages[-1] and out.messages[-2] == messages[-2]
-        assert report.steps["snipped"] > 0 and report.steps["compacted"] > 0
+        assert report.steps["snipped"] > 0 and report.steps["compacted"] > 0 and report.steps["noted"] == 1
         assert sum(1 for m in out.messages if m["role"] == "user") == 1
 
     def test_no_window_means_no_snip_and_a_note(self) -> None:
@@ -122,12 +124,19 @@ class TestSeedBehaviour:
         assert out.messages == messages
         assert out.report.over_budget
 
-    def test_huge_newest_result_is_compacted_rather_than_failing(self) -> None:
-        """When the newest results alone overflow, they are compacted too (the budget wins)."""
-        messages = [system(), user("task"), calling("a"), result("a", long_text(60_000))]
+    def test_huge_newest_result_is_truncated_rather_than_stubbed(self) -> None:
+        """When the newest result alone overflows, it is cut down to fit — its head and tail kept
+        with a marker saying what went — never replaced by a stub (the budget wins, the output stays)."""
+        text = long_text(60_000)
+        messages = [system(), user("task"), calling("a"), result("a", text)]
         out = govern(messages, model=GLM, config=window(8_000, max_output_tokens=1_000))
-        assert not out.report.over_budget
-        assert out.messages[-1]["content"] == "[read_file result omitted from context]"
+        assert not out.report.over_budget and out.report.steps["truncated"] == 1
+        content = out.messages[-1]["content"]
+        assert "omitted from context" not in content
+        head, _, rest = content.partition("\n[… ")
+        marker, _, tail = rest.partition("]\n")
+        assert text.startswith(head) and text.endswith(tail) and len(head) > len(tail) > 500
+        assert "omitted here to fit the context window" in marker and "Re-run with a narrower range" in marker
 
 
 class TestReport:

@@ -170,11 +170,14 @@ def compacted_ids(messages: Messages) -> list[str]:
 
 class TestMicrocompact:
     def test_keeps_the_ten_newest(self) -> None:
-        """12 long read_file results: the 2 oldest become stubs naming the tool, 10 stay whole."""
+        """12 long read_file results: the 2 oldest become stubs naming the call, 10 stay whole."""
         messages = [system(), user(), *reads(12)]
         out = run(Microcompact(), messages)
         assert compacted_ids(out) == ["c0", "c1"]
-        assert out[3]["content"] == "[read_file result omitted from context]"
+        assert (
+            out[3]["content"]
+            == "[read_file result omitted from context: read_file(), 12 lines — call it again to see it]"
+        )
         assert [m for m in out if m["role"] == "tool"][2:] == [m for m in messages if m["role"] == "tool"][2:]
 
     def test_short_results_are_never_compacted(self) -> None:
@@ -186,7 +189,7 @@ class TestMicrocompact:
         """OpenAI-format results carry no name: the matching tool call's name decides."""
         messages = [user(), *reads(11, name="grep")]
         out = run(Microcompact(), messages)
-        assert out[2]["content"] == "[grep result omitted from context]"
+        assert out[2]["content"].startswith("[grep result omitted from context: grep(), ")
 
     def test_name_on_the_result_wins(self) -> None:
         """A result's own `name` is used when present."""
@@ -249,7 +252,7 @@ class TestSnip:
 
     def test_keeps_newest_whole_turns_starting_with_a_user_message(self) -> None:
         """Old turns go first; a call and its result are kept or dropped together."""
-        ctx = make_ctx()
+        ctx = make_ctx(note_cut_turns=False)
         messages = [system(), user("one"), *turn(0), user("two"), *turn(1), user("three"), *turn(2)]
         ctx.budget = self.budget_for([system(), user("two"), *turn(1), user("three"), *turn(2)], ctx) + 5
         out = run(Snip(), messages, ctx)
@@ -257,7 +260,7 @@ class TestSnip:
 
     def test_single_task_loop_keeps_the_task(self) -> None:
         """One user message then many tool rounds: the task stays, then the newest rounds that fit."""
-        ctx = make_ctx()
+        ctx = make_ctx(note_cut_turns=False)
         rounds = [m for i in range(30) for m in turn(i)]
         messages = [system(), user("the task"), *rounds]
         ctx.budget = self.budget_for([system(), user("the task"), *rounds[-10:]], ctx)
@@ -266,7 +269,7 @@ class TestSnip:
 
     def test_system_messages_are_always_kept_in_order(self) -> None:
         """A system message in the dropped part is kept, before the kept history."""
-        ctx = make_ctx()
+        ctx = make_ctx(note_cut_turns=False)
         messages = [system("a"), user("one"), *turn(0), system("b"), *turn(1), user("two"), *turn(2)]
         ctx.budget = self.budget_for([system("a"), system("b"), user("two"), *turn(2)], ctx)
         out = run(Snip(), messages, ctx)
@@ -283,7 +286,7 @@ class TestSnip:
 
     def test_no_user_message_leaves_room_for_the_synthetic_one(self) -> None:
         """With no user message to start from, the tail starts at a call and reserves the synthetic user."""
-        ctx = make_ctx()
+        ctx = make_ctx(note_cut_turns=False)
         messages = [system(), *turn(0), *turn(1), *turn(2)]
         synthetic = ctx.synthetic_user_tokens()
         exact = self.budget_for([system(), *turn(1), *turn(2)], ctx)

@@ -227,9 +227,10 @@ def test_loop_from_its_start(calibrated: ProxyProcess, static: ProxyProcess, rat
     assert len(use) >= 20, learned.figures(WARM_UP)
     assert learned.rejected() == 0
     assert sum(use) / len(use) >= 0.85
-    if rate == "1.3":  # the profile's 1.0 undercounts: once the history outgrows the window, all is rejected
+    if rate == "1.3":  # the profile's 1.0 undercounts: once the history outgrows the window, it is rejected
+        # (all but the odd request whose cut happened to leave a whole unit's worth of room)
         first = fixed.statuses.index(400)
-        assert fixed.rejected(first) == len(fixed.statuses) - first >= 20
+        assert fixed.rejected(first) >= 0.9 * (len(fixed.statuses) - first) >= 20
     else:  # it overcounts: a fifth of the budget (and more) is thrown away
         assert fixed.rejected() == 0
         assert max(fixed.use(WARM_UP)) <= 0.82

@@ -1,0 +1,137 @@
+"""What a call did, beyond its tool's name: reads that a later read supersedes, and multi-purpose
+tools whose results are observations only for some of their commands.
+
+* **Superseded reads.** A read whose target the agent read again later — same tool, same file,
+  and a range the newer read covers — shows a stale copy: the newer read is what the agent works
+  from. Reads of different parts of a file supersede nothing. `READ_TOOLS` says which tools
+  read files and how their arguments name the file and the range (checked in each agent's tool
+  schema: Claude Code's ``Read`` takes ``offset``/``limit``, the text editors of OpenHands and
+  Anthropic a ``view_range``).
+* **Observation commands.** OpenHands' ``str_replace_editor`` and Anthropic's text editor tool
+  (``str_replace_based_edit_tool``) both view and edit: their ``view`` results are large
+  observations the agent can ask for again; their edit confirmations record what changed and
+  stay (`OBSERVING_COMMANDS`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._calls import CallInfo
+
+__all__ = ["OBSERVING_COMMANDS", "READ_TOOLS", "ReadTarget", "is_observation", "read_target"]
+
+
+@dataclass(frozen=True)
+class ReadShape:
+    """How one tool's arguments name the file it reads and the part of it."""
+
+    #: Argument names of the file, in order of preference.
+    path_keys: tuple[str, ...]
+    #: Only calls whose ``command`` argument is one of these read (None: every call reads).
+    commands: frozenset[str] | None = None
+
+
+_PATHS: Final = ("file_path", "path", "filePath", "absolute_path", "target_file", "notebook_path")
+_VIEW: Final = frozenset({"view"})
+
+#: Tools that read a file (one file per call), by name.
+READ_TOOLS: Final[Mapping[str, ReadShape]] = {
+    "Read": ReadShape(("file_path",)),  # Claude Code: file_path, offset, limit
+    "NotebookRead": ReadShape(("notebook_path",)),  # Claude Code
+    "read_file": ReadShape(_PATHS),  # Nanobot, Cline, Gemini CLI (absolute_path, offset, limit), Codex
+    "read": ReadShape(_PATHS),  # OpenCode: filePath, offset, limit
+    "str_replace_editor": ReadShape(("path",), _VIEW),  # OpenHands: command=view, path, view_range
+    "str_replace_based_edit_tool": ReadShape(("path",), _VIEW),  # Anthropic's text editor tool
+}
+
+#: Tools that observe with some commands and change state with others: (argument, observing values).
+OBSERVING_COMMANDS: Final[Mapping[str, tuple[str, frozenset[str]]]] = {
+    "str_replace_editor": ("command", _VIEW),
+    "str_replace_based_edit_tool": ("command", _VIEW),
+}
+
+
+def is_observation(call: CallInfo | None) -> bool:
+    """Whether the call's result is an observation by what the call did: every call of a
+    single-purpose tool, and the observing commands of `OBSERVING_COMMANDS`' tools."""
+    if call is None:
+        return True
+    rule = OBSERVING_COMMANDS.get(call.name)
+    if rule is None:
+        return True
+    key, observing = rule
+    value = call.arguments.get(key) if call.arguments is not None else None
+    return isinstance(value, str) and value in observing
+
+
+@dataclass(frozen=True)
+class ReadTarget:
+    """A file read and the lines read: [start, end), ``end`` infinite when read to the end."""
+
+    tool: str
+    path: str
+    start: float
+    end: float
+
+    def covers(self, other: ReadTarget) -> bool:
+        """Whether this read shows everything `other` showed (same tool and file, wider range)."""
+        return (
+            self.tool == other.tool and self.path == other.path and self.start <= other.start and self.end >= other.end
+        )
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return float(value)
+        return None
+    return float(value)
+
+
+def _line_range(arguments: Mapping[str, Any]) -> tuple[float, float] | None:
+    """[start, end) from ``offset``/``limit``, ``start_line``/``end_line`` or ``view_range``; None
+    when the arguments name a range in a way this module does not read."""
+    view_range = arguments.get("view_range")
+    if view_range is not None:
+        if not isinstance(view_range, list) or len(view_range) != 2:
+            return None
+        first, last = _number(view_range[0]), _number(view_range[1])
+        if first is None or last is None:
+            return None
+        return first, math.inf if last < 0 else last + 1
+    if "start_line" in arguments or "end_line" in arguments:
+        first = _number(arguments.get("start_line", 0))
+        last = _number(arguments["end_line"]) if arguments.get("end_line") is not None else None
+        if first is None:
+            return None
+        return first, math.inf if last is None else last + 1
+    offset = arguments.get("offset")
+    limit = arguments.get("limit")
+    start = 0.0 if offset is None else _number(offset)
+    count = None if limit is None else _number(limit)
+    if start is None or (limit is not None and count is None):
+        return None
+    return start, math.inf if count is None else start + count
+
+
+def read_target(call: CallInfo | None) -> ReadTarget | None:
+    """The file and lines `call` read, if it is a read of one file (`READ_TOOLS`)."""
+    if call is None or call.arguments is None:
+        return None
+    shape = READ_TOOLS.get(call.name)
+    if shape is None:
+        return None
+    arguments = call.arguments
+    if shape.commands is not None and arguments.get("command") not in shape.commands:
+        return None
+    path = next((arguments[k] for k in shape.path_keys if isinstance(arguments.get(k), str) and arguments[k]), None)
+    if path is None:
+        return None
+    lines = _line_range(arguments)
+    if lines is None:
+        return None
+    return ReadTarget(call.name, path, lines[0], lines[1])

@@ -1,0 +1,264 @@
+"""The note that stands for cut turns: what the agent did in the history snipping removed.
+
+When snipping removes whole turns, one short user-role note takes their place, so the agent
+knows what it already did and can ask for an output again instead of starting over::
+
+    [Context note: 14 earlier turns were cut to fit the context window. What they did, oldest
+    first (call a tool again to see its output):
+    - (+31 earlier: Read x12, Bash x9, Grep x6, said x4)
+    - Read(file_path="src/app.py") → 412 lines
+    - Bash(command="pytest -x tests/test_app.py") → 88 lines, error x2
+    - said: "The failure comes from the date parser."
+    - user: "Keep the old API working too."]
+
+One line per call — tool, main argument, outcome (size, and whether it failed) — with repeats of
+the same call folded into one line (its latest place, ``xN``); short lines for what the
+assistant said (its stated conclusions) and what the user asked in between. When the note would
+take more than `NOTE_SHARE` of the budget, the oldest lines fold into counts (what the user said
+last of all). Everything is a
+pure function of the cut turns as the client sent them (outcomes are read from the uncompacted
+results), so the note changes only when the cut point moves and the prompt cache holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error, shorten
+from ._messages import Message, call_id, is_instruction, origin, tool_calls
+from ._tokens import TokenCounter
+
+__all__ = ["NOTE_SHARE", "NOTE_START", "Entry", "TraceIndex", "is_note", "render_note"]
+
+#: The note's first characters (also how a second pass recognises one).
+NOTE_START: Final = "[Context note:"
+#: At most this share of the budget goes to the note; older lines fold into counts beyond it.
+NOTE_SHARE: Final = 0.10
+#: What the assistant or the user said is quoted up to this many characters.
+SAID_CHARS: Final = 160
+_HEADER: Final = (
+    "{start} {turns} earlier {noun} cut to fit the context window. What they did, oldest first "
+    "(call a tool again to see its output):"
+)
+#: Tokens a line costs beyond its text (the newline and the dash), and the header and footer's.
+_LINE_OVERHEAD: Final = 2
+_FRAME_TOKENS: Final = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of the note: a call (``key`` groups repeats of the same call) or something said."""
+
+    #: "call", "said" (the assistant) or "user".
+    kind: str
+    #: The line without its dash, e.g. ``Read(file_path="a.py") → 12 lines``.
+    text: str
+    #: What a count folds it under: the tool's name, or the kind.
+    label: str
+    #: Repeats of the same call share a key (None: never grouped).
+    key: str | None = None
+
+
+def is_note(message: Mapping[str, object]) -> bool:
+    """Whether `message` is (or begins with) a note written by this module."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    if isinstance(content, list) and content:
+        first = content[0]
+        content = first.get("text") if isinstance(first, Mapping) else first
+    return isinstance(content, str) and content.startswith(NOTE_START)
+
+
+def _said(content: object) -> str | None:
+    """The text of a message's content, shortened (thinking and tool blocks aside)."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") in ("text", "input_text", "output_text"):
+                text_part = part.get("text")
+                if isinstance(text_part, str):
+                    parts.append(text_part)
+            elif isinstance(part, Mapping) and part.get("type") == "message":  # a Responses message item
+                parts.append(_said(part.get("content")) or "")
+        text = " ".join(parts)
+    else:
+        return None
+    text = text.strip()
+    return shorten(text, SAID_CHARS) if text else None
+
+
+def _previous_note_lines(message: Message) -> list[str]:
+    """The lines of a note a previous pass wrote (cut again by a smaller deployment)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    if not isinstance(content, str):
+        return []
+    return [line[2:].rstrip("]") for line in content.splitlines() if line.startswith("- ")]
+
+
+def unit_entries(
+    messages: Sequence[Message],
+    start: int,
+    end: int,
+    *,
+    calls: Mapping[str, CallInfo],
+    results: Mapping[str, Message],
+) -> list[Entry]:
+    """The note's lines for the messages ``[start, end)`` of one unit, in order. `results` maps a
+    call id to its result as the client sent it (outcomes are read from there)."""
+    entries: list[Entry] = []
+    for message in messages[start:end]:
+        role = message.get("role")
+        if role == "assistant":
+            said = _said(message.get("content"))
+            if said:
+                entries.append(Entry("said", f"said: {_quote(said)}", "said"))
+            for call in tool_calls(message):
+                ident = call_id(call)
+                info = calls.get(ident) if ident is not None else None
+                if info is None:
+                    continue
+                result = results.get(ident) if ident is not None else None
+                described = info.describe()
+                entries.append(Entry("call", f"{described} → {_outcome(result, info)}", info.name, described))
+        elif role == "user" and not is_instruction(message):
+            if is_note(message):
+                entries.extend(Entry("said", line, "earlier") for line in _previous_note_lines(message))
+                continue
+            found = origin(message)
+            if found is not None and found.continuation:
+                continue  # reminders that rode along with results: not the user's words
+            said = _said(message.get("content"))
+            if said:
+                entries.append(Entry("user", f"user: {_quote(said)}", "user"))
+    return entries
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', "'") + '"'
+
+
+def _outcome(result: Message | None, call: CallInfo) -> str:
+    if result is None:
+        return "no result"
+    content = result.get("content")
+    if is_stub(content) and isinstance(content, str):
+        prefix = f"[{call.name} result omitted from context: {call.describe()}, "
+        size = content[len(prefix) :].split(" — ", 1)[0] if content.startswith(prefix) else "omitted earlier"
+        return size
+    size = describe_size(content)
+    return f"{size}, error" if looks_like_error(result) else size
+
+
+def render_note(entries: Sequence[Entry], turns: int, allowance: int, counter: TokenCounter) -> str | None:
+    """The note for `entries` (oldest first) standing for `turns` cut turns, in at most
+    `allowance` tokens: repeats of a call grouped at their latest place, the oldest lines folded
+    into counts as far as needed. None when not even the counts fit."""
+    grouped: list[tuple[Entry, int]] = []
+    position: dict[str, int] = {}
+    for entry in entries:
+        if entry.key is not None and entry.key in position:
+            at = position[entry.key]
+            earlier, count = grouped[at]
+            grouped[at] = (earlier, -1)  # superseded by this later place
+            grouped.append((entry, count + 1))
+        else:
+            grouped.append((entry, 1))
+        if entry.key is not None:
+            position[entry.key] = len(grouped) - 1
+    lines = [
+        (entry, f"{entry.text} (x{count})" if count > 1 else entry.text, count) for entry, count in grouped if count > 0
+    ]
+    header = _HEADER.format(start=NOTE_START, turns=turns, noun="turn was" if turns == 1 else "turns were")
+    costs = [counter.text(text) + _LINE_OVERHEAD for _, text, _ in lines]
+    budget = allowance - counter.text(header) - _LINE_OVERHEAD
+    total = sum(costs)
+    folded: dict[str, int] = {}
+    gone: set[int] = set()
+    fold_cost = 0
+    # The oldest lines fold first — what the user said last of all (it is rare, and it may be an
+    # instruction still in force).
+    order = [i for i, (entry, _, _) in enumerate(lines) if entry.kind != "user"]
+    order += [i for i, (entry, _, _) in enumerate(lines) if entry.kind == "user"]
+    for i in order:
+        if total + fold_cost <= budget:
+            break
+        entry, _, count = lines[i]
+        folded[entry.label] = folded.get(entry.label, 0) + count
+        total -= costs[i]
+        gone.add(i)
+        fold_cost = counter.text(_fold_line(folded)) + _LINE_OVERHEAD
+    if total + fold_cost > budget:
+        return None
+    kept = [f"- {text}" for i, (_, text, _) in enumerate(lines) if i not in gone]
+    body = ([f"- {_fold_line(folded)}"] if folded else []) + kept
+    if not body:
+        return None
+    return header + "\n" + "\n".join(body) + "]"
+
+
+def _fold_line(folded: Mapping[str, int]) -> str:
+    total = sum(folded.values())
+    parts = ", ".join(f"{label} x{count}" for label, count in sorted(folded.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"(+{total} earlier: {parts})"
+
+
+class TraceIndex:
+    """The note's lines per unit of a request, and an estimate of the note's size for any cut."""
+
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        original: Sequence[Message],
+        units: Sequence[tuple[int, int]],
+        counter: TokenCounter,
+    ) -> None:
+        self.counter = counter
+        calls = calls_by_id(original)
+        results: dict[str, Message] = {}
+        for message in original:
+            ident = message.get("tool_call_id") if message.get("role") == "tool" else None
+            if isinstance(ident, str):
+                results.setdefault(ident, message)
+        #: Lines of each unit (read from `original`: the uncompacted messages at the same indexes).
+        source = original if len(original) == len(messages) else messages
+        self.entries = [unit_entries(source, start, end, calls=calls, results=results) for start, end in units]
+        self._seen: set[str] = set()
+        self._estimate = 0
+        self._done = 0
+        self._user_cost = [
+            sum(counter.text(e.text) + _LINE_OVERHEAD for e in entries if e.kind == "user") for entries in self.entries
+        ]
+
+    def estimate(self, cut: int, anchor: int) -> int:
+        """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
+        kept. Cuts must be asked for in increasing order."""
+        while self._done < cut:
+            for entry in self.entries[self._done]:
+                if entry.key is not None and entry.key in self._seen:
+                    self._estimate += 3  # a repeat adds its count to an existing line
+                    continue
+                if entry.key is not None:
+                    self._seen.add(entry.key)
+                self._estimate += self.counter.text(entry.text) + _LINE_OVERHEAD
+            self._done += 1
+        if self._estimate == 0:
+            return 0
+        user = self._user_cost[anchor] if 0 <= anchor < cut else 0
+        return self._estimate - user + _FRAME_TOKENS
+
+    def entries_before(self, cut: int, anchor: int) -> list[Entry]:
+        """The lines of every unit before `cut` but the kept `anchor`, oldest first."""
+        return [e for unit in range(cut) if unit != anchor for e in self.entries[unit]]
+
+    def turns_before(self, cut: int, messages: Sequence[Message], units: Sequence[tuple[int, int]]) -> int:
+        """Assistant turns among the units before `cut`."""
+        return sum(1 for start, _ in units[:cut] if messages[start].get("role") == "assistant")
