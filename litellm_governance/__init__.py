@@ -18,7 +18,8 @@ In a LiteLLM proxy config::
       callbacks: litellm_governance.proxy_handler_instance
 
 `GovernanceHook` and `proxy_handler_instance` import LiteLLM (seconds); they load on first use,
-so `govern()` alone stays fast to import.
+so `govern()` alone stays fast to import. Importing the package changes nothing in the process (no
+environment variable, no logging handler). The test helpers are in `litellm_governance.testing`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Real tokenizers differ per model and per content, and every successful response 
 ``usage.prompt_tokens``. This module is the pure part of learning from it: what one observation
 teaches (`sample_ratio`, `parse_context_error`), the estimator (`Calibration`), and its form in a
 shared cache (`Calibration.to_value` / `Calibration.from_value`). No LiteLLM, no I/O, no clock:
-`integration` decides when to learn and where the state lives.
+`integration.learning` decides when to learn, `integration.calibration_store` where the state lives.
 
 The estimator, and why:
 
