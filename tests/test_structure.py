@@ -1,7 +1,9 @@
-"""The package's shape: importing it changes nothing in the host process; the one log-once helper."""
+"""The package's shape: importing it changes nothing in the host process, the one log-once helper,
+and the version written once (pyproject.toml)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import os
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import litellm_governance
 from litellm_governance.integration.logonce import MAX_KEYS, LogOnce, where
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,3 +129,18 @@ class TestLogOnce:
             location = where(exc)
         assert location.startswith("test_structure.py:") and "secret" not in location
         assert where(ValueError("never raised")) == "?"
+
+
+class TestVersion:
+    def test_the_version_comes_from_the_installed_metadata(self) -> None:
+        """__version__ is the installed distribution's (written once, in pyproject.toml)."""
+        assert litellm_governance.__version__ == importlib.metadata.version("litellm-governance")
+
+    def test_a_checkout_that_was_never_installed_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without installed metadata the version is 0+unknown (a valid version that sorts first)."""
+
+        def missing(name: str) -> str:
+            raise importlib.metadata.PackageNotFoundError(name)
+
+        monkeypatch.setattr(importlib.metadata, "version", missing)
+        assert litellm_governance._installed_version() == "0+unknown"
