@@ -257,7 +257,7 @@ class ContextError:
 
 _N = r"([0-9][0-9,_]*)"
 # Texts that give the provider's prompt count, most specific first. Each has a `prompt` group and
-# may have a `limit` group. Sources: `emulation.RULES` (each rule cites its provider's report).
+# may have a `limit` group. Sources: `testing.emulation.RULES` (each rule cites its provider's report).
 _PROMPT_PATTERNS: Final = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (

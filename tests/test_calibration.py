@@ -33,8 +33,8 @@ from litellm_governance._calibration import (
     Rejection,
     Sample,
 )
-from litellm_governance.emulation import PROVIDERS, RULES, check_context, error_response
 from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX, CalibrationStore, Sent
+from litellm_governance.testing.emulation import PROVIDERS, RULES, check_context, error_response
 
 from .builders import assistant, calling, result, system, user
 
@@ -234,7 +234,7 @@ class TestParsing:
     @pytest.mark.parametrize(("provider", "wire"), sorted(_TELLS))
     @pytest.mark.parametrize("max_tokens", [None, 2_000])
     def test_every_emulated_providers_text(self, provider: str, wire: str, max_tokens: int | None) -> None:
-        """The real context-length texts of every provider in emulation.py are recognised, and their
+        """The real context-length texts of every provider in the emulator (testing.emulation) are recognised, and their
         count read (the prompt's own, also where the text gives only prompt + output)."""
         tokens, window = 40_123, 32_768
         if provider == "anthropic" and max_tokens is not None:
