@@ -1,8 +1,10 @@
-"""The package's shape: importing it changes nothing in the host process, the one log-once helper,
-and the version written once (pyproject.toml)."""
+"""The package's shape: importing it changes nothing in the host process; the one log-once helper;
+the version written once (pyproject.toml); the import contracts (`lint-imports` in `make lint`) name
+every private module, and the test helpers import only the public API."""
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import logging
@@ -15,6 +17,11 @@ from typing import Any
 import pytest
 
 import litellm_governance
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
 from litellm_governance.integration.logonce import MAX_KEYS, LogOnce, where
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,3 +151,34 @@ class TestVersion:
 
         monkeypatch.setattr(importlib.metadata, "version", missing)
         assert litellm_governance._installed_version() == "0+unknown"
+
+
+class TestImportContracts:
+    @staticmethod
+    def contracts() -> dict[str, dict[str, Any]]:
+        config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        return {contract["id"]: contract for contract in config["tool"]["importlinter"]["contracts"]}
+
+    @staticmethod
+    def private_modules() -> set[str]:
+        package = ROOT / "litellm_governance"
+        return {f"litellm_governance.{path.stem}" for path in package.glob("_*.py") if not path.stem.startswith("__")}
+
+    def test_the_contracts_name_every_private_module(self) -> None:
+        """import-linter has no wildcard for `_*`: the contracts list the private modules by name, and
+        every litellm_governance/_*.py is on each list (a new one cannot slip past them)."""
+        contracts, private = self.contracts(), self.private_modules()
+        assert private <= set(contracts["testing-uses-the-public-api"]["forbidden_modules"])
+        assert set(contracts["core-never-imports-integration"]["source_modules"]) == private
+        litellm_free = set(contracts["litellm-only-in-models-and-integration"]["source_modules"])
+        assert litellm_free >= private - {"litellm_governance._models"}
+
+    def test_the_test_helpers_import_only_public_names(self) -> None:
+        """Every name litellm_governance.testing imports from the plugin is in litellm_governance.__all__
+        (the contract forbids its private modules; this covers names taken from the package itself)."""
+        public = set(litellm_governance.__all__)
+        for path in sorted((ROOT / "litellm_governance" / "testing").rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "litellm_governance":
+                    names = {alias.name for alias in node.names}
+                    assert names <= public, f"{path.name} imports {sorted(names - public)}"
