@@ -17,7 +17,7 @@ $(RUNTIME): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e . 'litellm[proxy]'
 	touch $(RUNTIME)
 
-# What the tests need on top: pytest, Hypothesis, ruff, mypy.
+# What the tests need on top: pytest, Hypothesis, ruff, mypy, import-linter.
 $(TOOLCHAIN): $(RUNTIME)
 	@echo "Installing the test toolchain into $(VENV) ..."
 	$(PIP) -e '.[test]'
@@ -29,6 +29,7 @@ lint: setup
 	$(BIN)/ruff check litellm_governance tests bench examples
 	$(BIN)/ruff format --check litellm_governance tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports  # import contracts: pyproject.toml [tool.importlinter]
 
 # The whole suite, in parallel (pytest-xdist: one worker per CPU).
 test: lint
@@ -53,4 +54,4 @@ matrix: $(RUNTIME)
 	./.ci/matrix
 
 clean:
-	rm -rf $(VENV) .ci-venvs .pytest_cache .mypy_cache .ruff_cache .hypothesis .demo
+	rm -rf $(VENV) .ci-venvs .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis .demo

@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from bench.sessions import make_session
-from litellm_governance.emulation import sign_thinking
+from litellm_governance.testing.emulation import sign_thinking
 
 __all__ = ["CLAUDE_CODE_TOOLS", "claude_code_body", "codex_body", "to_claude_code", "to_codex"]
 
@@ -60,7 +60,7 @@ _REMINDER = (
 
 def _signature(text: str) -> str:
     """A stand-in for Anthropic's opaque signature: the one the emulated Anthropic upstream
-    (`litellm_governance.emulation`) checks, so any edit of a thinking block is caught."""
+    (`litellm_governance.testing.emulation`) checks, so any edit of a thinking block is caught."""
     return sign_thinking(text)
 
 

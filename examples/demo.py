@@ -2,7 +2,7 @@
 
 No API key and no network. A local server stands in for GLM: it checks every request it receives
 against GLM's documented rules and its 32,768-token context window, and answers GLM's real
-errors when one is broken (`litellm_governance.emulation`). Two LiteLLM proxies are started from
+errors when one is broken (`litellm_governance.testing.emulation`). Two LiteLLM proxies are started from
 their config files, as an operator would: one with the plugin (one line in the config), one
 without. The same requests go to both:
 
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))  # for bench: the realistic agent-session generato
 
 from bench.agent_shapes import claude_code_body  # noqa: E402
 from bench.sessions import make_session, make_tools  # noqa: E402
-from litellm_governance.emulation import validate  # noqa: E402
 from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy  # noqa: E402
+from litellm_governance.testing.emulation import validate  # noqa: E402
 
 WINDOW = 32_768
 PLUGIN = "litellm_governance.proxy_handler_instance"

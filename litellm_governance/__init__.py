@@ -18,12 +18,14 @@ In a LiteLLM proxy config::
       callbacks: litellm_governance.proxy_handler_instance
 
 `GovernanceHook` and `proxy_handler_instance` import LiteLLM (seconds); they load on first use,
-so `govern()` alone stays fast to import.
+so `govern()` alone stays fast to import. Importing the package changes nothing in the process (no
+environment variable, no logging handler). The test helpers are in `litellm_governance.testing`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from importlib import metadata as _metadata
+from typing import TYPE_CHECKING, Any, Final
 
 from ._config import AGENT_TOOLS, DEFAULT_COMPACTABLE_TOOLS, NANOBOT_TOOLS, TOOL_PRESETS, GovernanceConfig
 from ._errors import ConfigError, GovernanceError, InvalidRequestError, TokenizerUnavailableError
@@ -61,7 +63,21 @@ __all__ = [
     "proxy_handler_instance",
 ]
 
-__version__ = "0.2.0"
+# The distribution whose metadata holds the version (written once, in pyproject.toml), and the
+# version reported when the package runs from a checkout that was never installed.
+_DISTRIBUTION: Final = "litellm-governance"
+_UNKNOWN_VERSION: Final = "0+unknown"
+
+
+def _installed_version() -> str:
+    """The installed distribution's version, or ``0+unknown`` when it is not installed."""
+    try:
+        return _metadata.version(_DISTRIBUTION)
+    except _metadata.PackageNotFoundError:
+        return _UNKNOWN_VERSION
+
+
+__version__ = _installed_version()
 
 
 def __getattr__(name: str) -> Any:

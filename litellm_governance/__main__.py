@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -145,6 +146,8 @@ def _yes(value: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Our own process: LiteLLM (imported for its model map) uses its bundled map instead of fetching one.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     parser = argparse.ArgumentParser(prog="litellm-governance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("explain", help="show what governance would do to a saved request")

@@ -5,7 +5,7 @@ Real tokenizers differ per model and per content, and every successful response 
 ``usage.prompt_tokens``. This module is the pure part of learning from it: what one observation
 teaches (`sample_ratio`, `parse_context_error`), the estimator (`Calibration`), and its form in a
 shared cache (`Calibration.to_value` / `Calibration.from_value`). No LiteLLM, no I/O, no clock:
-`integration` decides when to learn and where the state lives.
+`integration.learning` decides when to learn, `integration.calibration_store` where the state lives.
 
 The estimator, and why:
 
@@ -257,7 +257,7 @@ class ContextError:
 
 _N = r"([0-9][0-9,_]*)"
 # Texts that give the provider's prompt count, most specific first. Each has a `prompt` group and
-# may have a `limit` group. Sources: `emulation.RULES` (each rule cites its provider's report).
+# may have a `limit` group. Sources: `testing.emulation.RULES` (each rule cites its provider's report).
 _PROMPT_PATTERNS: Final = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (

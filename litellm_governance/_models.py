@@ -2,22 +2,20 @@
 
 Order of authority for the window: the config's ``context_window_tokens``, the deployment's
 ``model_info`` (proxy config or Router), LiteLLM's model map, the config's
-``default_context_window_tokens``. LiteLLM is imported only when its model map is needed, and
-then asked to use its bundled copy of the map rather than fetch one.
+``default_context_window_tokens``. LiteLLM is imported only when its model map is needed; which
+map it loads (bundled or fetched) is the host process's choice: nothing here sets its environment.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-from ._config import GovernanceConfig
+from ._config import GovernanceConfig, short_repr
 
 __all__ = ["Deployment", "ModelFacts", "resolve_model", "widest_deployment"]
 
@@ -132,10 +130,8 @@ def _positive_int(value: object) -> int | None:
 
 
 def import_litellm() -> Any:
-    """LiteLLM, imported with its bundled model map (it otherwise fetches one from GitHub, with
-    retries, on first use) unless the process imported it already or chose otherwise."""
-    if "litellm" not in sys.modules:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    """LiteLLM, imported on first need (it takes seconds). The process it runs in chooses which model
+    map LiteLLM loads (``LITELLM_LOCAL_MODEL_COST_MAP``): the plugin never sets it."""
     import litellm
 
     return litellm
@@ -167,13 +163,31 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
     return None, False
 
 
+#: The ``model_info`` fields governance depends on (a deployment's `Deployment.key`).
+GOVERNANCE_FIELDS: Final = ("max_input_tokens", "supports_assistant_prefill", "governance_profile")
+
+
 @dataclass(frozen=True)
 class Deployment:
-    """A deployment of a proxy model group: what governance needs to fit a request to it."""
+    """The model a request is governed for: a deployment (of a proxy model group, a Router, or the
+    SDK call itself), or a bare model name."""
 
     model: str
     provider: str | None = None
     model_info: Mapping[str, Any] | None = None
+
+    def key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        """What governance depends on: the provider and the bare model (the proxy's model list says
+        ``anthropic/claude-…``; the deployment hook may get ``claude-…`` with the provider apart),
+        and the governance fields of ``model_info``."""
+        info = self.model_info or {}
+        provider, bare = split_provider(self.model, self.provider)
+        return provider, bare, tuple((k, repr(info.get(k))) for k in GOVERNANCE_FIELDS)
+
+    def describe(self) -> str:
+        """``deployment 'model' (model_info.id '…')``, for messages about it."""
+        ident = (self.model_info or {}).get("id")
+        return f"deployment {self.model!r}" + (f" (model_info.id {short_repr(ident)})" if ident else "")
 
 
 def widest_deployment(deployments: Iterable[Mapping[str, Any]], config: GovernanceConfig) -> Deployment | None:

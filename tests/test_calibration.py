@@ -1,5 +1,5 @@
 """Calibration: the estimator, the provider texts it reads, its cache value (`_calibration`), and how
-the hook learns, stores and shares what it learned (`integration`, `_calibration_store`), without a proxy.
+the hook learns, stores and shares what it learned (`integration.learning`, `integration.calibration_store`), without a proxy.
 
 The proxy, real Redis and real providers' (emulated) answers are in
 ``tests/e2e/test_calibration_e2e.py``.
@@ -33,8 +33,8 @@ from litellm_governance._calibration import (
     Rejection,
     Sample,
 )
-from litellm_governance._calibration_store import CALIBRATION_KEY_PREFIX, CalibrationStore, Sent
-from litellm_governance.emulation import PROVIDERS, RULES, check_context, error_response
+from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX, CalibrationStore, Sent
+from litellm_governance.testing.emulation import PROVIDERS, RULES, check_context, error_response
 
 from .builders import assistant, calling, result, system, user
 
@@ -234,7 +234,7 @@ class TestParsing:
     @pytest.mark.parametrize(("provider", "wire"), sorted(_TELLS))
     @pytest.mark.parametrize("max_tokens", [None, 2_000])
     def test_every_emulated_providers_text(self, provider: str, wire: str, max_tokens: int | None) -> None:
-        """The real context-length texts of every provider in emulation.py are recognised, and their
+        """The real context-length texts of every provider in the emulator (testing.emulation) are recognised, and their
         count read (the prompt's own, also where the text gives only prompt + output)."""
         tokens, window = 40_123, 32_768
         if provider == "anthropic" and max_tokens is not None:
@@ -433,7 +433,7 @@ async def settle(store: CalibrationStore) -> None:
 
 @pytest.fixture(autouse=True)
 def _quick_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litellm_governance import _calibration_store
+    from litellm_governance.integration import calibration_store as _calibration_store
 
     monkeypatch.setattr(_calibration_store, "_CALIBRATION_WRITE_INTERVAL", 0.0)
     monkeypatch.setattr(_calibration_store, "_CALIBRATION_REFRESH", 0.0)
@@ -559,7 +559,7 @@ class TestStore:
 
     def test_in_flight_requests_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Requests that never get an answer do not grow memory without bound."""
-        from litellm_governance import _calibration_store
+        from litellm_governance.integration import calibration_store as _calibration_store
 
         monkeypatch.setattr(_calibration_store, "_CALIBRATION_IN_FLIGHT", 3)
         store = CalibrationStore(shared=lambda: None)
@@ -651,7 +651,7 @@ class TestHook:
         h.succeed(request, 1.3)
         usage = {"prompt_tokens": 99_999}
         run(h.hook.async_log_success_event({"litellm_call_id": call_id}, {"usage": usage}, None, None))
-        state = h.hook._calibration._learned["dep-1"].state
+        state = h.hook._learning.store._learned["dep-1"].state
         assert state is not None and state.count == 1 and state.samples == (pytest.approx(1.3, abs=1e-3),)
 
     def test_streaming_answers_teach_through_the_log_event(self, harness: Callable[..., Harness]) -> None:
@@ -662,7 +662,7 @@ class TestHook:
         estimated = h.report(request)["estimated_tokens"]
         payload = {"standard_logging_object": {"prompt_tokens": round(estimated * 0.8)}, "litellm_call_id": call_id}
         run(h.hook.async_log_success_event(payload, object(), None, None))
-        state = h.hook._calibration._learned["dep-1"].state
+        state = h.hook._learning.store._learned["dep-1"].state
         assert state is not None and state.samples == (pytest.approx(0.8, abs=1e-3),)
 
     def test_a_rejection_tightens_the_next_request(self, harness: Callable[..., Harness]) -> None:
@@ -699,7 +699,7 @@ class TestHook:
         error = litellm.RateLimitError(message="Rate limit reached", model="up-cal", llm_provider="openai")
         run(h.hook.async_post_call_failure_deployment_hook(request, error, None))
         run(h.hook.async_log_failure_event({"litellm_call_id": call_id, "exception": error}, None, None, None))
-        assert "dep-1" not in h.hook._calibration._learned
+        assert "dep-1" not in h.hook._learning.store._learned
 
     def test_calibrate_false_learns_and_uses_nothing(self, harness: Callable[..., Harness]) -> None:
         """``calibrate: false``: the profile's ratio, always; nothing remembered."""
@@ -708,7 +708,7 @@ class TestHook:
             _, request = h.send(conversation())
             h.succeed(request, 1.3)
             assert h.report(request)["ratio_source"] == "static"
-        assert not h.hook._calibration._learned and not h.hook._calibration._in_flight
+        assert not h.hook._learning.store._learned and not h.hook._learning.store._in_flight
 
     def test_reset_forgets(self, harness: Callable[..., Harness]) -> None:
         """reset_calibration() makes this process start over."""

@@ -22,17 +22,19 @@ from typing import Any
 
 import pytest
 
-from litellm_governance.emulation import (
+from litellm_governance.testing import RecordingUpstream
+from litellm_governance.testing.emulation import (
     PROVIDERS,
     RULES,
     RULES_BY_ID,
     Emulator,
     check_context,
     count_prompt_tokens,
+    count_text_tokens,
     sign_thinking,
     validate,
 )
-from litellm_governance.testing import RecordingUpstream
+from litellm_governance.testing.emulation import tokens as emulation_tokens
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 REPO = Path(__file__).resolve().parents[1]
@@ -661,6 +663,31 @@ def test_count_includes_every_text_of_the_prompt() -> None:
     signed = anthropic(("user", "q"), ("assistant", [a_thinking("x", "S" * 500)]))
     unsigned = anthropic(("user", "q"), ("assistant", [a_thinking("x", "")]))
     assert count_prompt_tokens("messages", signed) == count_prompt_tokens("messages", unsigned)
+
+
+class TestOwnTokenizer:
+    """The emulator reads tiktoken's cl100k_base itself, from LiteLLM's bundled file (never the plugin's
+    loader, never the network)."""
+
+    def test_it_counts_as_tiktoken_does(self) -> None:
+        """Its encoding gives the tokens the plugin's own loader gives (the same published file)."""
+        from litellm_governance._tokens import get_encoding
+
+        text = "def f(x):\n    return x  # <|endoftext|> ünïcödé 12345 \t\t"
+        ours = emulation_tokens.encoding().encode(text, disallowed_special=())
+        assert ours == get_encoding("cl100k_base").encode(text, disallowed_special=())
+        assert count_text_tokens(text) == len(ours)
+
+    def test_a_damaged_file_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A bundled file whose SHA-256 is not the published one is an error, not a silent miscount."""
+        monkeypatch.setattr(emulation_tokens, "_CL100K_SHA256", "0" * 64)
+        emulation_tokens.encoding.cache_clear()
+        try:
+            with pytest.raises(emulation_tokens.TokenizerNotFound, match="SHA-256"):
+                emulation_tokens.encoding()
+        finally:
+            monkeypatch.undo()
+            emulation_tokens.encoding.cache_clear()
 
 
 def test_token_rate_scales_the_count() -> None:

@@ -116,7 +116,7 @@ def start_proxy(
     proxy = ProxyProcess(
         **{f.name: getattr(started, f.name) for f in fields(testing.ProxyProcess)}, payload_log=payload_log
     )
-    testing._LIVE[testing._LIVE.index(started)] = proxy  # stopped at exit like every proxy
+    testing.proxy._LIVE[testing.proxy._LIVE.index(started)] = proxy  # stopped at exit like every proxy
     _LIVE.append(proxy)
     return proxy
 

@@ -2,7 +2,7 @@
 
 The upstreams emulate OpenAI (and Anthropic) with a tokenizer that counts `token_rate` times what
 tiktoken counts (1.3 and 0.8), report that count in ``usage`` and answer the provider's real
-context-length error above the window (`litellm_governance.emulation`). A long coding-agent loop
+context-length error above the window (`litellm_governance.testing.emulation`). A long coding-agent loop
 (`bench.sessions`) is replayed turn by turn, from its start and resumed mid-session on a freshly
 started proxy, with calibration and without it (``calibrate: false``):
 
@@ -35,7 +35,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance._calibration_store import CALIBRATION_KEY_PREFIX
+from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX
 from litellm_governance.testing import RecordingUpstream, free_port
 
 from ._proxy import ProxyProcess

@@ -3,7 +3,7 @@ table in LITELLM_HOOKS.md (request format x deployment kind), streaming and not,
 what the upstream received; then whole Claude-Code- and Codex-shaped sessions sent to an
 Anthropic, an OpenAI and a GLM deployment.
 
-The upstreams emulate their provider (`litellm_governance.emulation`): each checks the body it
+The upstreams emulate their provider (`litellm_governance.testing.emulation`): each checks the body it
 receives against the provider's documented rules (Anthropic also checks thinking signatures) and
 its context window, and answers the provider's real error when one is broken. A 200 from the
 proxy therefore means the provider would have accepted what it received.
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from bench.agent_shapes import claude_code_body, codex_body
-from litellm_governance.emulation import sign_thinking
 from litellm_governance.testing import RecordingUpstream
+from litellm_governance.testing.emulation import sign_thinking
 
 from ..format_validity import anthropic_problems, responses_problems
 from ..validity import problems as chat_problems

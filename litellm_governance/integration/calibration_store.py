@@ -4,8 +4,8 @@
 Calibration itself (what is learned from an answer or a rejection) is pure, in `_calibration`. This
 module keeps it per process and, where the proxy has Redis, shares it through LiteLLM's own cache
 layer (`shared_cache`) with every worker and instance. Nothing here waits on Redis for long or lets
-a Redis failure reach a request. It reads LiteLLM's proxy objects (never imports them): the hooks
-themselves are in `integration`.
+a Redis failure reach a request. It reads LiteLLM's proxy objects (never imports them); what the
+hook learns and when is in `learning`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import _calibration
-from ._calibration import Calibration, Event
+from .. import _calibration
+from .._calibration import Calibration, Event
+from .logonce import LogOnce
 
 __all__ = ["CALIBRATION_KEY_PREFIX", "CalibrationStore", "Sent", "shared_cache"]
 
@@ -125,7 +126,7 @@ class CalibrationStore:
         self._in_flight: OrderedDict[str, Sent] = OrderedDict()
         self._busy: set[str] = set()  # keys with a read or write under way
         self._tasks: set[asyncio.Task[None]] = set()
-        self._failures = 0
+        self._failures = LogOnce(logger)
 
     # ---- requests between governance and the provider's answer ---------------------------------
 
@@ -263,10 +264,9 @@ class CalibrationStore:
         return True
 
     def _shared_failed(self, what: str, exc: BaseException) -> None:
-        self._failures += 1
-        level = logging.WARNING if self._failures == 1 else logging.DEBUG
-        logger.log(
-            level,
+        self._failures.log(
+            "shared cache",
+            logging.WARNING,
             "calibration: shared cache %s failed (%s); going on with this process's copy",
             what,
             type(exc).__name__,

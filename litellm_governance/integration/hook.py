@@ -1,0 +1,139 @@
+"""`GovernanceHook`, the LiteLLM callback: each LiteLLM hook method hands its work to the module that
+owns it (`passes` governs, `learning` calibrates, `reporting` answers the header hook)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from litellm.integrations.custom_logger import CustomLogger
+
+from .._config import GovernanceConfig
+from .._errors import ConfigError
+from .._models import Deployment, import_litellm
+from .._request import Format
+from .failures import Failures
+from .fields import SETTINGS_KEY, format_of
+from .learning import Learning, usage_of, usage_of_log_event
+from .passes import Stage, run_pass
+from .reporting import header
+from .routing import deployment_target, group_target, translated_later
+
+__all__ = ["GovernanceHook"]
+
+
+class GovernanceHook(CustomLogger):
+    """The LiteLLM callback. ``litellm.callbacks = [GovernanceHook()]`` in Python; in a proxy
+    config, ``litellm_settings: callbacks: litellm_governance.proxy_handler_instance`` and the
+    options under ``callback_settings: governance:``."""
+
+    def __init__(self, config: GovernanceConfig | Mapping[str, Any] | None = None, **options: Any) -> None:
+        super().__init__()
+        if config is not None and options:
+            raise ConfigError("pass either a GovernanceConfig (or mapping) or keyword options, not both")
+        if options:
+            config = GovernanceConfig.from_mapping(options)
+        elif isinstance(config, Mapping):
+            config = GovernanceConfig.from_mapping(config)
+        elif config is not None and not isinstance(config, GovernanceConfig):
+            raise ConfigError(f"config must be a GovernanceConfig or a mapping, got {type(config).__name__}")
+        self._explicit: GovernanceConfig | None = config
+        self._from_settings: GovernanceConfig | None = None
+        self._from_settings_source: object = None
+        self._failures = Failures()
+        self._learning = Learning()
+        self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
+
+    @property
+    def config(self) -> GovernanceConfig:
+        """The explicit config, else ``litellm.callback_settings["governance"]``, else defaults."""
+        if self._explicit is not None:
+            return self._explicit
+        settings = getattr(import_litellm(), "callback_settings", None)
+        options = settings.get(SETTINGS_KEY) if isinstance(settings, Mapping) else None
+        if self._from_settings is None or self._from_settings_source is not options:
+            try:
+                self._from_settings = GovernanceConfig.from_mapping(options)
+            except ConfigError as exc:
+                raise ConfigError(f"callback_settings.{SETTINGS_KEY}: {exc}") from None
+            self._from_settings_source = options
+        return self._from_settings
+
+    # ---- governing: the two passes -------------------------------------------------------------
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
+    ) -> dict[str, Any] | None:
+        """Proxy, before routing: fit the request to its model group."""
+        fmt = format_of(call_type)
+        if fmt is None:
+            return None
+        return await self._govern(data, "pre_call", fmt, lambda: group_target(data.get("model"), self.config))
+
+    async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
+        """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
+        fmt = format_of(call_type)
+        if fmt is None or (fmt != "chat" and translated_later(fmt, kwargs)):
+            return None
+        return await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs))
+
+    async def async_post_call_response_headers_hook(
+        self,
+        data: dict[str, Any],
+        user_api_key_dict: Any,
+        response: Any,
+        request_headers: dict[str, str] | None = None,
+        litellm_call_info: dict[str, object] | None = None,
+    ) -> dict[str, str] | None:
+        """Proxy: a short header saying what governance did."""
+        return header(data)
+
+    async def _govern(
+        self, request: dict[str, Any], stage: Stage, fmt: Format, target_of: Callable[[], Deployment]
+    ) -> dict[str, Any] | None:
+        try:
+            config = self.config
+        except ConfigError as exc:
+            self._failures.config_error(request, fmt, stage, exc, fail_closed=False)
+            return None
+        if not config.enabled:
+            return None
+        return await run_pass(request, stage, fmt, config, target_of, learning=self._learning, failures=self._failures)
+
+    # ---- calibration: learning from the provider's answers ---------------------------------------
+    # The deployment-level hooks fire inline, with the request as sent (LiteLLM 1.100 and later for
+    # failures); the log events fire once per client request, after the answer, and are what
+    # streaming responses and older LiteLLM versions leave. Whichever sees a request's answer first
+    # learns from it: the estimate of what was sent is taken from the in-flight table once.
+
+    async def async_post_call_success_deployment_hook(
+        self, request_data: dict[str, Any], response: Any, call_type: Any
+    ) -> Any:
+        """A deployment answered (not streaming): learn its ratio from ``usage``."""
+        self._learning.learn_success(request_data, usage_of(response))
+        return None
+
+    async def async_post_call_failure_deployment_hook(
+        self, request_data: Mapping[str, Any], exception: Exception, call_type: Any, fallback_depth: int | None = None
+    ) -> None:
+        """A deployment rejected the request: a context-length error tightens its ratio at once."""
+        self._learning.learn_failure(request_data, exception)
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """A request succeeded (streaming ones too): learn from ``usage`` if no deployment hook did."""
+        self._learning.learn_success(kwargs, usage_of_log_event(kwargs, response_obj))
+
+    async def async_log_failure_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """A request failed: as the failure deployment hook, where LiteLLM has none."""
+        exception = kwargs.get("exception")
+        if isinstance(exception, BaseException):
+            self._learning.learn_failure(kwargs, exception)
+
+    def reset_calibration(self) -> None:
+        """Forget what this process learned (the shared cache keeps its keys: see
+        `calibration_store.CALIBRATION_KEY_PREFIX`)."""
+        self._learning.reset()

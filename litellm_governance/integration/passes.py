@@ -1,0 +1,176 @@
+"""One governance pass over a request, and the state linking the proxy's two passes: the pre-call
+pass (the model group, before routing) and the deployment pass (after it, again on each fallback),
+which returns at once when the same history was already governed for the same target."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from .._config import GovernanceConfig
+from .._errors import ConfigError, InvalidRequestError
+from .._models import Deployment, resolve_model
+from .._report import GovernanceReport
+from .._request import Format, GovernedRequest, govern_request
+from .failures import Failures
+from .fields import HISTORY, METADATA, call_id_of
+from .learning import Learning, Ratio
+from .overrides import bounded_window, request_overrides
+from .reporting import log_report, record, with_notes
+
+__all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "run_pass"]
+
+#: Which pass: the proxy's, before routing, or the deployment hook's (proxy, SDK, Router).
+Stage = Literal["pre_call", "deployment"]
+
+#: Requests with more text than this are governed in a worker thread (tokenizing ~1 MB takes ~0.1 s).
+OFF_LOOP_CHARS: Final = 500_000
+#: Private state in the request metadata (LiteLLM's logging payload does not keep it): what the
+#: last pass governed, so an identical second pass is skipped, and the pre-call pass's report.
+STATE_KEY: Final = "_governance_state"
+
+
+@dataclass(frozen=True)
+class PassState:
+    """What the last pass over a request governed: the history, for which target, with which config."""
+
+    history_id: int
+    target_key: object
+    config: GovernanceConfig
+    pre_call_report: GovernanceReport | None
+    #: The learned ratio the pass used (None: the profile's).
+    token_ratio: float | None = None
+
+    def matches(
+        self, history: object, target: Deployment, config: GovernanceConfig, token_ratio: float | None = None
+    ) -> bool:
+        """Whether governing `history` for `target` now would repeat that pass."""
+        # id() is safe here: the list is alive in the very request this state belongs to.
+        return (
+            id(history) == self.history_id
+            and target.key() == self.target_key
+            and config == self.config
+            and token_ratio == self.token_ratio
+        )
+
+
+async def run_pass(
+    request: dict[str, Any],
+    stage: Stage,
+    fmt: Format,
+    config: GovernanceConfig,
+    target_of: Callable[[], Deployment],
+    *,
+    learning: Learning,
+    failures: Failures,
+) -> dict[str, Any] | None:
+    """Govern `request` (in format `fmt`) for the deployment `target_of` names: the governed request,
+    or None when it goes on unchanged. Fails open (or closed: see `Failures`)."""
+    metadata = request.get(METADATA[fmt])
+    state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
+    previous = state if isinstance(state, PassState) else None
+    # Only the proxy runs two passes; only there is the pass state kept (in the proxy's own
+    # request dict). The report itself is plain JSON, written into the request's metadata,
+    # which LiteLLM's logging payload reads (LiteLLM writes its own keys there too).
+    in_proxy = stage == "pre_call" or previous is not None
+    history = request.get(HISTORY[fmt])
+    target: Deployment | None = None
+    # Calibration: the deployment's learned ratio, and what to remember until its provider answers.
+    ratio: Ratio | None = None
+    try:
+        config, client_window, notes = request_overrides(config, metadata)
+        if not config.enabled:
+            return None
+        target = target_of()
+        if client_window is not None:
+            config = bounded_window(config, client_window, _known_window(config, target))
+        if config.calibrate:
+            ratio = await learning.ratio(target, request)
+        token_ratio = ratio.value if ratio is not None else None
+        call_id = call_id_of(request)
+        if previous is not None and previous.matches(history, target, config, token_ratio):
+            # The proxy's pre-call pass already fitted this history to this target: what it
+            # estimated is what is sent (remembered here too, for a pre-call pass without a call id).
+            if ratio is not None and previous.pre_call_report is not None:
+                learning.remember_sent(request, fmt, call_id, ratio.key, previous.pre_call_report, replace=False)
+            return None
+        learning.forget(call_id)
+        governed = await _govern(request, fmt, config, target, ratio)
+    except ConfigError as exc:
+        where = target.describe() if target is not None else "the request"
+        error = ConfigError(f"{where}: {exc.redacted}")
+        failures.config_error(request, fmt, stage, error, fail_closed=config.fail_closed)
+        return None
+    except InvalidRequestError as exc:
+        failures.failed(request, fmt, stage, exc, fail_closed=config.fail_closed, client_error=True)
+        return None
+    except (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - fail-open is the contract (and Rust panics are BaseExceptions)
+        failures.failed(request, fmt, stage, exc, fail_closed=config.fail_closed)
+        return None
+
+    report = with_notes(governed.report, notes)
+    log_report(report, stage)
+    # The pre-call pass's report stays the start of the story: a deployment pass (again on each
+    # fallback) runs on the pre-call output, and the report covers both.
+    first = previous.pre_call_report if previous is not None and stage == "deployment" else None
+    combined = first.then(report) if first is not None else report
+    record(request, fmt, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
+    updated = governed.request if report.changed else request
+    if in_proxy and isinstance(updated.get(METADATA[fmt]), dict):
+        updated[METADATA[fmt]][STATE_KEY] = PassState(
+            history_id=id(updated.get(HISTORY[fmt])),
+            target_key=target.key(),
+            config=config,
+            pre_call_report=report if stage == "pre_call" else first,
+            token_ratio=token_ratio,
+        )
+    if ratio is not None:
+        learning.remember_sent(updated, fmt, call_id, ratio.key, report)
+    return updated if updated is not request else None
+
+
+def _known_window(config: GovernanceConfig, target: Deployment) -> int | None:
+    """The window `target` has (its ``model_info``, LiteLLM's model map, the configured default)."""
+    return resolve_model(
+        target.model, config=config, provider=target.provider, model_info=target.model_info
+    ).max_input_tokens
+
+
+async def _govern(
+    request: dict[str, Any], fmt: Format, config: GovernanceConfig, target: Deployment, ratio: Ratio | None
+) -> GovernedRequest:
+    run = functools.partial(
+        govern_request,
+        request,
+        format=fmt,
+        config=config,
+        model=target.model,
+        provider=target.provider,
+        model_info=target.model_info,
+        token_ratio=ratio.value if ratio is not None else None,
+        ratio_source=ratio.source if ratio is not None else None,
+    )
+    # Big requests are governed off the event loop, so other requests are not held up.
+    big = _approximate_chars(request.get(HISTORY[fmt])) > OFF_LOOP_CHARS
+    return await asyncio.to_thread(run) if big else run()
+
+
+def _approximate_chars(history: object) -> int:
+    if isinstance(history, str):
+        return len(history)
+    if not isinstance(history, list):
+        return 0
+    total = 0
+    for message in history:
+        if isinstance(message, dict):
+            content = message.get("content", message.get("output"))
+            if isinstance(content, str):
+                total += len(content)
+            elif isinstance(content, list):
+                total += sum(len(b.get("text") or b.get("content") or "") for b in content if isinstance(b, dict))
+    return total

@@ -1,0 +1,119 @@
+"""Start-up in a proxy: the ready hook instance (``proxy_handler_instance``), the start-up log line,
+and checks of what the operator wrote (a misspelt ``callback_settings`` section, the governance
+fields of every deployment in ``model_list``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .._config import short_repr, suggestion
+from .._errors import ConfigError
+from .._models import import_litellm
+from .._profiles import PROFILES
+from .fields import SETTINGS_KEY
+from .hook import GovernanceHook
+from .reporting import logger
+
+__all__ = ["check_proxy_settings", "proxy_instance", "validate_deployments"]
+
+#: How the proxy's log lines look when the operator configured no logging for us.
+LOG_FORMAT: Final = "%(asctime)s - litellm_governance - %(levelname)s - %(message)s"
+# Seconds to wait for the proxy to build its router (it loads callbacks first), and between looks.
+_ROUTER_WAIT: Final = 120.0
+_ROUTER_POLL: Final = 0.2
+# The model_info fields litellm-governance reads.
+_MODEL_INFO_FIELDS: Final = ("governance_profile",)
+
+
+def proxy_instance() -> GovernanceHook:
+    """The hook for the proxy's config loader: logging set up (unless the operator did), settings
+    checked, one start-up line saying what is active, the model list checked once it exists."""
+    # In a proxy, show one line per changed request unless the operator configured logging.
+    if not logger.handlers and logger.level == logging.NOTSET:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    check_proxy_settings()
+    try:
+        hook = GovernanceHook()
+    except ConfigError as exc:
+        logger.error("litellm-governance cannot start: %s", exc)
+        raise
+    from .. import __version__
+
+    logger.info(
+        "litellm-governance %s active (chat, /v1/messages, /v1/responses): %s",
+        __version__,
+        hook.config.describe(),
+    )
+    _validate_proxy_models_soon()
+    return hook
+
+
+def check_proxy_settings() -> None:
+    """Warn about a ``callback_settings`` section that looks like a misspelling of ours."""
+    settings = getattr(import_litellm(), "callback_settings", None)
+    if not isinstance(settings, Mapping):
+        return
+    for name in settings:
+        if isinstance(name, str) and name != SETTINGS_KEY and suggestion(name, [SETTINGS_KEY]):
+            logger.warning(
+                "callback_settings.%s is not read by litellm-governance: did you mean callback_settings.%s?",
+                short_repr(name)[1:-1],
+                SETTINGS_KEY,
+            )
+
+
+def validate_deployments(deployments: list[Mapping[str, Any]]) -> list[str]:
+    """Problems in the governance fields of a proxy's ``model_list`` (one line each, naming the
+    deployment and the field)."""
+    problems: list[str] = []
+    for index, deployment in enumerate(deployments):
+        if not isinstance(deployment, Mapping):
+            continue
+        info = deployment.get("model_info")
+        if not isinstance(info, Mapping):
+            continue
+        name = deployment.get("model_name")
+        where = f"model_list[{index}] (model_name {short_repr(name)})"
+        for key in info:
+            if isinstance(key, str) and key.startswith("governance") and key not in _MODEL_INFO_FIELDS:
+                hint = suggestion(key, list(_MODEL_INFO_FIELDS))
+                problems.append(
+                    f"{where}: model_info.{short_repr(key)[1:-1]} is not a field litellm-governance reads{hint}"
+                )
+        profile = info.get("governance_profile")
+        if profile is not None and profile not in PROFILES:
+            hint = suggestion(str(profile), list(PROFILES))
+            problems.append(f"{where}: model_info.governance_profile is not one of {', '.join(sorted(PROFILES))}{hint}")
+    return problems
+
+
+def _validate_proxy_models_soon() -> None:
+    """Once the proxy has built its router (callbacks load before the model list), check every
+    deployment's governance fields and say what is wrong at start-up."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    deadline = time.monotonic() + _ROUTER_WAIT
+
+    def check() -> None:
+        try:
+            from litellm.proxy import proxy_server
+        except ImportError:  # pragma: no cover
+            return
+        router = getattr(proxy_server, "llm_router", None)
+        if router is None:
+            if time.monotonic() < deadline:
+                loop.call_later(_ROUTER_POLL, check)
+            return
+        for problem in validate_deployments(list(getattr(router, "model_list", None) or [])):
+            logger.error("configuration error: %s (requests to it are sent ungoverned)", problem)
+
+    loop.call_soon(check)

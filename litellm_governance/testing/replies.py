@@ -1,0 +1,353 @@
+"""What the upstream answers, in each endpoint's own shape: OpenAI chat, text completions and
+Responses, Anthropic Messages, Gemini and Bedrock Converse, as JSON or streamed (SSE, AWS event-stream)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+import time
+import zlib
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from .emulation import count_text_tokens
+
+__all__ = ["Replies", "estimate_tokens"]
+
+
+def estimate_tokens(value: object) -> int:
+    """A crude token estimate: one token per four characters of JSON."""
+    return max(1, len(json.dumps(value, ensure_ascii=False, default=str)) // 4)
+
+
+def _chunks_of(text: str) -> list[str]:
+    """Split ``text`` into word-sized pieces (keeping the spaces) for streaming."""
+    pieces: list[str] = []
+    current = ""
+    for char in text:
+        current += char
+        if char == " ":
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces or [""]
+
+
+class Replies(BaseHTTPRequestHandler):
+    """The HTTP plumbing (JSON, chunked SSE) and the replies per endpoint; the request handler that
+    subclasses it says what to reply (`_reply_for`), numbers replies (`_next_id`) and sets the
+    emulated prompt count (`_prompt_tokens`) before calling an endpoint."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "RecordingUpstream/1"
+    #: The emulated provider's count of the request being answered (None: no emulation).
+    _prompt_tokens: int | None = None
+
+    def _reply_for(self, body: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _next_id(self) -> int:
+        raise NotImplementedError
+
+    def _send_json(self, status: int, payload: object, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _start_sse(self, content_type: str = "text/event-stream") -> None:
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+    def _send_chunk(self, text: str | bytes) -> None:
+        data = text.encode() if isinstance(text, str) else text
+        self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _send_event(self, payload: object, event: str | None = None) -> None:
+        prefix = f"event: {event}\n" if event else ""
+        self._send_chunk(f"{prefix}data: {json.dumps(payload)}\n\n")
+
+    def _end_sse(self, done: bool = True) -> None:
+        if done:
+            self._send_chunk("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    # --- endpoints ------------------------------------------------------
+    def _usage(self, prompt: object, reply: str) -> dict[str, int]:
+        emulated = self._prompt_tokens
+        if emulated is not None:  # the emulated provider's own count
+            prompt_tokens = emulated
+            completion_tokens = max(1, count_text_tokens(reply))
+        else:
+            prompt_tokens = estimate_tokens(prompt)
+            completion_tokens = max(1, len(reply) // 4)
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        reply = self._reply_for(body)
+        model = str(body.get("model", "unknown"))
+        ident = f"chatcmpl-recording-{self._next_id()}"
+        created = int(time.time())
+        usage = self._usage(body.get("messages"), reply)
+        if not body.get("stream"):
+            self._send_json(
+                200,
+                {
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": model,
+                    "system_fingerprint": None,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": reply},
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+            return
+        base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
+        self._start_sse()
+        self._send_event(
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+            }
+        )
+        for piece in _chunks_of(reply):
+            self._send_event({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+        self._send_event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            self._send_event({**base, "choices": [], "usage": usage})
+        self._end_sse()
+
+    def _completion(self, body: dict[str, Any]) -> None:
+        reply = self._reply_for(body)
+        model = str(body.get("model", "unknown"))
+        ident = f"cmpl-recording-{self._next_id()}"
+        created = int(time.time())
+        usage = self._usage(body.get("prompt"), reply)
+        base = {"id": ident, "object": "text_completion", "created": created, "model": model}
+        if not body.get("stream"):
+            choice = {"text": reply, "index": 0, "logprobs": None, "finish_reason": "stop"}
+            self._send_json(200, {**base, "choices": [choice], "usage": usage})
+            return
+        self._start_sse()
+        for piece in _chunks_of(reply):
+            choice = {"text": piece, "index": 0, "logprobs": None, "finish_reason": None}
+            self._send_event({**base, "choices": [choice]})
+        self._send_event({**base, "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "stop"}]})
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            self._send_event({**base, "choices": [], "usage": usage})
+        self._end_sse()
+
+    def _responses(self, body: dict[str, Any]) -> None:
+        reply = self._reply_for(body)
+        number = self._next_id()
+        usage = self._usage(body.get("input"), reply)
+        message = {
+            "type": "message",
+            "id": f"msg_recording_{number}",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": reply, "annotations": []}],
+        }
+        response: dict[str, Any] = {
+            "id": f"resp_recording_{number}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": str(body.get("model", "unknown")),
+            "output": [message],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "metadata": {},
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "max_output_tokens": None,
+            "previous_response_id": None,
+            "reasoning": None,
+            "text": {"format": {"type": "text"}},
+            "truncation": "disabled",
+            "user": None,
+            "usage": {
+                "input_tokens": usage["prompt_tokens"],
+                "output_tokens": usage["completion_tokens"],
+                "total_tokens": usage["total_tokens"],
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+        if not body.get("stream"):
+            self._send_json(200, response)
+            return
+        in_progress = {**response, "status": "in_progress", "output": [], "usage": None}
+        self._start_sse()
+        seq = itertools.count()
+        self._send_event(
+            {"type": "response.created", "sequence_number": next(seq), "response": in_progress},
+            event="response.created",
+        )
+        for piece in _chunks_of(reply):
+            self._send_event(
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": next(seq),
+                    "item_id": message["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": piece,
+                },
+                event="response.output_text.delta",
+            )
+        self._send_event(
+            {"type": "response.completed", "sequence_number": next(seq), "response": response},
+            event="response.completed",
+        )
+        self._end_sse(done=False)
+
+    def _messages(self, body: dict[str, Any]) -> None:
+        reply = self._reply_for(body)
+        model = str(body.get("model", "unknown"))
+        ident = f"msg_recording_{self._next_id()}"
+        usage = self._usage([body.get("system"), body.get("messages")], reply)
+        anthropic_usage = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+        message: dict[str, Any] = {
+            "id": ident,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": reply}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": anthropic_usage,
+        }
+        if not body.get("stream"):
+            self._send_json(200, message)
+            return
+        self._start_sse()
+        start = {**message, "content": [], "stop_reason": None, "usage": {**anthropic_usage, "output_tokens": 0}}
+        self._send_event({"type": "message_start", "message": start}, event="message_start")
+        self._send_event(
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            event="content_block_start",
+        )
+        for piece in _chunks_of(reply):
+            self._send_event(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+                event="content_block_delta",
+            )
+        self._send_event({"type": "content_block_stop", "index": 0}, event="content_block_stop")
+        self._send_event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": anthropic_usage["output_tokens"]},
+            },
+            event="message_delta",
+        )
+        self._send_event({"type": "message_stop"}, event="message_stop")
+        self._end_sse(done=False)
+
+    def _gemini(self, body: dict[str, Any], model: str, stream: bool) -> None:
+        """Gemini ``generateContent`` / ``streamGenerateContent?alt=sse``."""
+        reply = self._reply_for(body)
+        usage = self._usage(body.get("contents"), reply)
+        gemini_usage = {
+            "promptTokenCount": usage["prompt_tokens"],
+            "candidatesTokenCount": usage["completion_tokens"],
+            "totalTokenCount": usage["total_tokens"],
+        }
+        ident = f"recording-{self._next_id()}"
+
+        def response(text: str, finish: str | None, final: bool) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+            if finish:
+                candidate["finishReason"] = finish
+            partial = {"promptTokenCount": usage["prompt_tokens"], "totalTokenCount": usage["prompt_tokens"]}
+            return {
+                "candidates": [candidate],
+                "usageMetadata": gemini_usage if final else partial,
+                "modelVersion": model,
+                "responseId": ident,
+            }
+
+        if not stream:
+            self._send_json(200, response(reply, "STOP", True))
+            return
+        self._start_sse()
+        pieces = _chunks_of(reply)
+        for number, piece in enumerate(pieces):
+            last = number == len(pieces) - 1
+            self._send_chunk(f"data: {json.dumps(response(piece, 'STOP' if last else None, last))}\r\n\r\n")
+        self._end_sse(done=False)
+
+    def _converse(self, body: dict[str, Any], model: str, stream: bool) -> None:
+        """Bedrock ``converse`` / ``converse-stream`` (AWS event-stream frames)."""
+        reply = self._reply_for(body)
+        usage = self._usage(body.get("messages"), reply)
+        bedrock_usage = {
+            "inputTokens": usage["prompt_tokens"],
+            "outputTokens": usage["completion_tokens"],
+            "totalTokens": usage["total_tokens"],
+        }
+        if not stream:
+            message = {"role": "assistant", "content": [{"text": reply}]}
+            payload = {
+                "output": {"message": message},
+                "stopReason": "end_turn",
+                "usage": bedrock_usage,
+                "metrics": {"latencyMs": 1},
+            }
+            self._send_json(200, payload)
+            return
+        self._start_sse("application/vnd.amazon.eventstream")
+        self._send_chunk(_event_stream_frame("messageStart", {"role": "assistant"}))
+        for piece in _chunks_of(reply):
+            self._send_chunk(
+                _event_stream_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}})
+            )
+        self._send_chunk(_event_stream_frame("contentBlockStop", {"contentBlockIndex": 0}))
+        self._send_chunk(_event_stream_frame("messageStop", {"stopReason": "end_turn"}))
+        self._send_chunk(_event_stream_frame("metadata", {"usage": bedrock_usage, "metrics": {"latencyMs": 1}}))
+        self._end_sse(done=False)
+
+
+def _event_stream_frame(event_type: str, payload: Mapping[str, Any]) -> bytes:
+    """One AWS event-stream message (``application/vnd.amazon.eventstream``) carrying a JSON event."""
+    headers = b""
+    for name, value in ((":event-type", event_type), (":content-type", "application/json"), (":message-type", "event")):
+        raw_name, raw_value = name.encode(), value.encode()
+        headers += struct.pack(">B", len(raw_name)) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
+    body = json.dumps(payload).encode()
+    total = 12 + len(headers) + len(body) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    prelude += struct.pack(">I", zlib.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + headers + body
+    return message + struct.pack(">I", zlib.crc32(message) & 0xFFFFFFFF)

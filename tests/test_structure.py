@@ -1,0 +1,184 @@
+"""The package's shape: importing it changes nothing in the host process; the one log-once helper;
+the version written once (pyproject.toml); the import contracts (`lint-imports` in `make lint`) name
+every private module, and the test helpers import only the public API."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import litellm_governance
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+from litellm_governance.integration.logonce import MAX_KEYS, LogOnce, where
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Imports the modules named on its command line in a fresh process with every connection refused,
+# and prints what changed: environment variables, logging handlers, whether LiteLLM got imported.
+PROBE = """
+import json, logging, os, socket, sys
+
+def refuse(*args, **kwargs):
+    raise OSError("network disabled by the test")
+
+socket.socket.connect = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+
+def handlers():
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+    ]
+    return {f"{logger.name}:{type(handler).__name__}" for logger in loggers for handler in logger.handlers}
+
+env, before = dict(os.environ), handlers()
+for name in sys.argv[1:]:
+    __import__(name)
+print(json.dumps({
+    "environ": {k: v for k, v in os.environ.items() if env.get(k) != v},
+    "removed": sorted(set(env) - set(os.environ)),
+    "handlers": sorted(handlers() - before),
+    "governance_handlers": len(logging.getLogger("litellm_governance").handlers),
+    "litellm": "litellm" in sys.modules,
+}))
+"""
+
+
+def probe(*modules: str) -> dict[str, Any]:
+    """What importing `modules` (in order) in a fresh process changes in it."""
+    # LiteLLM's switch is left unset (it is the host's choice), so that setting it would show.
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *modules], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+class TestImportSideEffects:
+    def test_the_package_changes_nothing(self) -> None:
+        """Importing litellm_governance sets no environment variable, adds no logging handler and
+        does not import LiteLLM."""
+        changes = probe("litellm_governance")
+        assert changes == {"environ": {}, "removed": [], "handlers": [], "governance_handlers": 0, "litellm": False}
+
+    @pytest.mark.litellm
+    def test_the_integration_changes_only_what_litellm_itself_does(self) -> None:
+        """Importing litellm_governance.integration (then the package) changes the process exactly as
+        importing the LiteLLM modules it uses does: no environment variable of ours (in particular
+        not LiteLLM's LITELLM_LOCAL_MODEL_COST_MAP), no logging handler of ours."""
+        litellm_alone = probe("litellm", "litellm.exceptions", "litellm.integrations.custom_logger")
+        ours = probe("litellm_governance.integration", "litellm_governance")
+        assert "LITELLM_LOCAL_MODEL_COST_MAP" not in ours["environ"]
+        assert ours["governance_handlers"] == 0
+        assert ours == litellm_alone
+
+
+class TestLogOnce:
+    @staticmethod
+    def levels(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int]]:
+        return [(record.getMessage(), record.levelno) for record in caplog.records]
+
+    def test_first_at_its_level_then_at_debug(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A key's first message is logged at the level asked, every later one at DEBUG."""
+        caplog.set_level(logging.DEBUG, logger="litellm_governance")
+        once = LogOnce(logging.getLogger("litellm_governance"))
+        for key in ("a", "a", "b"):
+            once.log(key, logging.WARNING, "failed %s", key)
+        assert self.levels(caplog) == [
+            ("failed a", logging.WARNING),
+            ("failed a", logging.DEBUG),
+            ("failed b", logging.WARNING),
+        ]
+
+    def test_again_after_the_interval_and_silent_in_between(self, caplog: pytest.LogCaptureFixture) -> None:
+        """With `every`, a lasting problem is logged again once the interval is over; `then=None`
+        says nothing in between."""
+        caplog.set_level(logging.DEBUG, logger="litellm_governance")
+        now = [0.0]
+        once = LogOnce(logging.getLogger("litellm_governance"), every=60.0, then=None, clock=lambda: now[0])
+        for moment in (0.0, 30.0, 59.9, 60.0, 100.0, 120.0):
+            now[0] = moment
+            once.log("config", logging.WARNING, "at %s", moment)
+        assert self.levels(caplog) == [
+            ("at 0.0", logging.WARNING),
+            ("at 60.0", logging.WARNING),
+            ("at 120.0", logging.WARNING),
+        ]
+
+    def test_keys_are_bounded(self) -> None:
+        """It remembers at most MAX_KEYS keys: the oldest is forgotten first."""
+        once = LogOnce(logging.getLogger("litellm_governance"))
+        for key in range(MAX_KEYS + 1):
+            assert once.due(key)
+        assert not once.due(MAX_KEYS)
+        assert once.due(0)
+
+    def test_where_names_the_code_not_the_data(self) -> None:
+        """`where` is the file and line an exception came from, never its text."""
+        try:
+            raise ValueError("secret message content")
+        except ValueError as exc:
+            location = where(exc)
+        assert location.startswith("test_structure.py:") and "secret" not in location
+        assert where(ValueError("never raised")) == "?"
+
+
+class TestVersion:
+    def test_the_version_comes_from_the_installed_metadata(self) -> None:
+        """__version__ is the installed distribution's (written once, in pyproject.toml)."""
+        assert litellm_governance.__version__ == importlib.metadata.version("litellm-governance")
+
+    def test_a_checkout_that_was_never_installed_says_so(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without installed metadata the version is 0+unknown (a valid version that sorts first)."""
+
+        def missing(name: str) -> str:
+            raise importlib.metadata.PackageNotFoundError(name)
+
+        monkeypatch.setattr(importlib.metadata, "version", missing)
+        assert litellm_governance._installed_version() == "0+unknown"
+
+
+class TestImportContracts:
+    @staticmethod
+    def contracts() -> dict[str, dict[str, Any]]:
+        config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        return {contract["id"]: contract for contract in config["tool"]["importlinter"]["contracts"]}
+
+    @staticmethod
+    def private_modules() -> set[str]:
+        package = ROOT / "litellm_governance"
+        return {f"litellm_governance.{path.stem}" for path in package.glob("_*.py") if not path.stem.startswith("__")}
+
+    def test_the_contracts_name_every_private_module(self) -> None:
+        """import-linter has no wildcard for `_*`: the contracts list the private modules by name, and
+        every litellm_governance/_*.py is on each list (a new one cannot slip past them)."""
+        contracts, private = self.contracts(), self.private_modules()
+        assert private <= set(contracts["testing-uses-the-public-api"]["forbidden_modules"])
+        assert set(contracts["core-never-imports-integration"]["source_modules"]) == private
+        litellm_free = set(contracts["litellm-only-in-models-and-integration"]["source_modules"])
+        assert litellm_free >= private - {"litellm_governance._models"}
+
+    def test_the_test_helpers_import_only_public_names(self) -> None:
+        """Every name litellm_governance.testing imports from the plugin is in litellm_governance.__all__
+        (the contract forbids its private modules; this covers names taken from the package itself)."""
+        public = set(litellm_governance.__all__)
+        for path in sorted((ROOT / "litellm_governance" / "testing").rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "litellm_governance":
+                    names = {alias.name for alias in node.names}
+                    assert names <= public, f"{path.name} imports {sorted(names - public)}"
