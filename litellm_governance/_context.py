@@ -8,12 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._config import GovernanceConfig
-from ._messages import SYSTEM_NOTE_END, SYSTEM_NOTE_LABEL, Message, has_cache_control, is_instruction, system_note
+from ._messages import (
+    SYSTEM_NOTE_END,
+    SYSTEM_NOTE_LABEL,
+    Message,
+    has_cache_control,
+    is_empty_content,
+    is_instruction,
+    system_note,
+)
 from ._pairing import Pairing, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
 
-__all__ = ["BRIDGE_CONTENT", "SYNTHETIC_USER_CONTENT", "Context", "system_note"]
+__all__ = ["BRIDGE_CONTENT", "SYNTHETIC_USER_CONTENT", "Context", "is_turn", "system_note"]
 
 #: Content of the user message inserted where a provider needs one and the history has none.
 SYNTHETIC_USER_CONTENT: Final = "(Earlier conversation continues below.)"
@@ -122,3 +130,12 @@ _BRIDGE: Final = {"role": "assistant", "content": BRIDGE_CONTENT}
 def synthetic_user() -> dict[str, Any]:
     """A fresh synthetic user message."""
     return {"role": "user", "content": SYNTHETIC_USER_CONTENT}
+
+
+def is_turn(message: Message) -> bool:
+    """Whether an assistant message is a turn of the model's: not the bridge a provider's rules put
+    after results, nor one with nothing in it (the rules drop it everywhere)."""
+    if message.get("tool_calls"):
+        return True
+    content = message.get("content")
+    return content != BRIDGE_CONTENT and not is_empty_content(content)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error
-from ._context import BRIDGE_CONTENT, Context
+from ._context import Context, is_turn
 from ._messages import Message, content_chars
 from ._reads import is_observation, read_target
 
@@ -95,10 +95,7 @@ def newest_results(messages: Sequence[Message], *, drops_trailing: bool = False)
             or (messages[last].get("role") == "assistant" and not messages[last].get("tool_calls"))
         ):
             last -= 1
-    while last >= 0 and (
-        messages[last].get("role") != "assistant"
-        or (messages[last].get("content") == BRIDGE_CONTENT and not messages[last].get("tool_calls"))
-    ):
+    while last >= 0 and (messages[last].get("role") != "assistant" or not is_turn(messages[last])):
         last -= 1
     if last < 0:
         return frozenset()

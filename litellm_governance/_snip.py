@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ._context import BRIDGE_CONTENT, Context
+from ._context import BRIDGE_CONTENT, Context, is_turn
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
 from ._trace import NOTE_SHARE, TraceIndex, is_note, render_note
@@ -95,7 +95,7 @@ class Layout:
             layout.is_user.append(user)
             if user:
                 latest_user = unit
-            if role == "assistant" and not is_bridge(message):
+            if role == "assistant" and is_turn(message):
                 if end - index > 1 and messages[index + 1].get("role") == "tool":
                     exchange, after_text = unit, False
                 elif drops_trailing and exchange >= 0:
@@ -104,7 +104,7 @@ class Layout:
                     after_text = True
                 else:
                     exchange = -1
-            elif after_text:  # the assistant text before this unit was the last turn after all
+            elif after_text and role != "assistant":  # the assistant text before it was the last turn after all
                 exchange, after_text = -1, False
             layout.keep_from.append(exchange if exchange >= 0 else unit)
             index = end

@@ -35,7 +35,7 @@ from .test_formats import (
 )
 from .test_formats import configs as format_configs
 from .test_properties import CONFIGS, MODELS, conversations
-from .validity import problems
+from .validity import empty, problems
 
 Messages = list[dict[str, Any]]
 PROPERTY = settings(suppress_health_check=[HealthCheck.too_slow], max_examples=200, deadline=None)
@@ -105,7 +105,13 @@ def _chat_newest(messages: Messages, *, prefill: bool = True) -> list[Any]:
         )
     ):
         end -= 1
-    last = max((i for i, m in enumerate(messages[:end]) if m.get("role") == "assistant"), default=-1)
+    # An assistant message with nothing in it is no turn (every profile drops it).
+    turns = [
+        i
+        for i, m in enumerate(messages[:end])
+        if m.get("role") == "assistant" and (m.get("tool_calls") or not empty(m.get("content")))
+    ]
+    last = max(turns, default=-1)
     if last < 0 or not messages[last].get("tool_calls"):
         return []
     ids = {c.get("id") for c in messages[last]["tool_calls"]}
