@@ -24,6 +24,7 @@ OVERRIDABLE: Final = frozenset(
         "snip_watermark",
         "cache_stable",
         "profile",
+        "note_cut_turns",
     }
 )
 # How every note about overrides that were not applied begins.
