@@ -21,8 +21,8 @@ from typing import Any
 from ._config import GovernanceConfig
 from ._errors import ConfigError, GovernanceError
 from ._explain import Explanation, explain
+from ._formats import FORMATS, detect_format
 from ._models import widest_deployment
-from ._request import FORMATS, detect_format
 
 # Why each step count happened, for the readable summary.
 _EXPLANATIONS = {
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd.add_argument("file", help="JSON request body or message list ('-' for stdin)")
     cmd.add_argument("--model", help="LiteLLM model string, or a model group of --config (default: the body's)")
     cmd.add_argument("--config", help="proxy config YAML: resolve --model as a model group, read the plugin's options")
-    cmd.add_argument("--format", choices=FORMATS, help="request format (default: detected from the body)")
+    cmd.add_argument("--format", choices=list(FORMATS), help="request format (default: detected from the body)")
     cmd.add_argument("--json", action="store_true", help="print the explanation as JSON (nothing else on stdout)")
     cmd.add_argument("--html", help="write a self-contained HTML report to this file")
     cmd.add_argument("--window", type=int, help="context window to assume (tokens)")
@@ -181,8 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config.replace(**changes) if changes else config
         fmt = args.format or detect_format(body)
         if args.max_output is not None:
-            key = {"chat": "max_completion_tokens", "anthropic": "max_tokens"}.get(fmt, "max_output_tokens")
-            body = {**body, key: args.max_output}
+            body = {**body, FORMATS[fmt].max_output[0]: args.max_output}
         # LiteLLM prints banners to stdout when asked about a name it does not know: keep stdout ours.
         with contextlib.redirect_stdout(sys.stderr):
             explanation = explain(

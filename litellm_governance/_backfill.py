@@ -8,9 +8,10 @@ reject any message between a call and its results; OpenAI rejects unanswered cal
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Final
 
-from ._context import Context
+from ._context import Context, StepResult
 from ._messages import Message, call_name, tool_calls
 
 __all__ = ["BACKFILL_CONTENT", "Backfill"]
@@ -22,7 +23,7 @@ BACKFILL_CONTENT: Final = "[Tool result unavailable — call was interrupted or 
 class Backfill:
     name = "backfill"
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         pairing = ctx.pairing(messages)
         blocks: dict[int, list[int]] = {}
         for result_index, (owner, _) in pairing.answers.items():
@@ -30,8 +31,9 @@ class Backfill:
         if not pairing.unanswered and all(
             block == list(range(owner + 1, owner + 1 + len(block))) for owner, block in blocks.items()
         ):
-            return messages
+            return StepResult(messages)
 
+        counts: Counter[str] = Counter()
         out: list[Message] = []
         moved = 0
         for index, message in enumerate(messages):
@@ -53,7 +55,7 @@ class Backfill:
                         "content": BACKFILL_CONTENT,
                     }
                 )
-                ctx.counts["backfilled"] += 1
+                counts["backfilled"] += 1
         if moved:
-            ctx.counts["results_moved"] += moved
-        return out
+            counts["results_moved"] += moved
+        return StepResult(out, counts)

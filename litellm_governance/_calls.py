@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
+from ._backfill import BACKFILL_CONTENT
 from ._messages import Message, call_id, call_name, origin, tool_calls
 
 __all__ = [
@@ -226,8 +227,9 @@ def is_stub(content: object) -> bool:
 
 
 def looks_like_error(result: Message) -> bool:
-    """Whether a tool result reports a failure: Anthropic's ``is_error`` flag, or text that opens
-    like an error (``Error:``, ``<tool_use_error>``, a traceback) or states a non-zero exit code."""
+    """Whether a tool result reports a failure: Anthropic's ``is_error`` flag, the stand-in for a
+    lost result, or text that opens like an error (``Error:``, ``<tool_use_error>``, a traceback)
+    or states a non-zero exit code."""
     found = origin(result)
     native = found.native if found is not None else None
     if isinstance(native, Mapping) and native.get("is_error") is True:
@@ -241,6 +243,8 @@ def looks_like_error(result: Message) -> bool:
         )
     if not isinstance(content, str) or not content:
         return False
+    if content == BACKFILL_CONTENT:
+        return True  # the stand-in for a result that never came
     head = content[:2_000]
     if _ERROR_START.match(head):
         return True

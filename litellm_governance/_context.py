@@ -1,7 +1,21 @@
-"""The per-request state the pipeline steps share: settings, profile, budget, token counts, tallies."""
+"""The contract between the pipeline and its steps.
+
+A step is a callable ``step(messages, ctx) -> StepResult``:
+
+* `Context` is what the step may read — the request's inputs, frozen: the config, the provider's
+  profile, the budget, the token counter, the per-attempt settings of shrinking — and a `Memo` of
+  what was already computed for this request (token counts, tool-call pairing, the last
+  ``cache_control`` breakpoint), a cache that never changes what a step decides;
+* `StepResult` is what the step did — the messages (the input list itself when nothing changed),
+  the counts of what it did (the report's ``steps``), notes, and whether the request is still
+  over budget — returned, never written into shared state. The pipeline adds the results up.
+
+Steps never mutate their input messages either: a changed message is a new dict.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +35,16 @@ from ._pairing import Pairing, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
 
-__all__ = ["BRIDGE_CONTENT", "SYNTHETIC_USER_CONTENT", "Context", "is_turn", "system_note"]
+__all__ = [
+    "BRIDGE_CONTENT",
+    "SYNTHETIC_USER_CONTENT",
+    "Context",
+    "Memo",
+    "StepResult",
+    "Tally",
+    "is_turn",
+    "system_note",
+]
 
 #: Content of the user message inserted where a provider needs one and the history has none.
 SYNTHETIC_USER_CONTENT: Final = "(Earlier conversation continues below.)"
@@ -30,9 +53,55 @@ SYNTHETIC_USER_CONTENT: Final = "(Earlier conversation continues below.)"
 BRIDGE_CONTENT: Final = "(Tool results received.)"
 
 
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did: its output messages and what it counted."""
+
+    messages: list[Message]
+    #: What the step did, by the report's step names (``compacted``, ``snipped`` …).
+    counts: Counter[str] = field(default_factory=Counter)
+    #: Notes for the report (never message content).
+    notes: tuple[str, ...] = ()
+    #: The request is still over budget after this step (shrinking steps only).
+    over_budget: bool = False
+    #: index -> tool name of large results no rule may compact (for the report).
+    large_uncompacted: Mapping[int, str] = field(default_factory=dict)
+
+
 @dataclass
+class Tally:
+    """The results of the steps run so far, added up (the pipeline's running total)."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    over_budget: bool = False
+    large_uncompacted: dict[int, str] = field(default_factory=dict)
+
+    def add(self, result: StepResult) -> list[Message]:
+        """Count `result` in; its messages, for the next step."""
+        self.counts.update(result.counts)
+        self.notes.extend(result.notes)
+        self.over_budget = result.over_budget
+        self.large_uncompacted.update(result.large_uncompacted)
+        return result.messages
+
+
+class Memo:
+    """Per-request caches of what steps compute again and again. Keyed by object identity, which
+    is safe because the memo keeps the objects alive; a cache hit never changes a decision."""
+
+    __slots__ = ("breakpoint", "pairing", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: dict[int, tuple[Mapping[str, Any], int]] = {}
+        self.pairing: tuple[object, Pairing] | None = None
+        self.breakpoint: tuple[object, int] | None = None
+
+
+@dataclass(frozen=True)
 class Context:
-    """What one `govern()` call knows; steps read it and add to `counts` and `notes`."""
+    """What every step of one `govern()` call may read: its inputs, frozen (`with_` makes the
+    settings of one shrinking attempt), and the request's `Memo`."""
 
     config: GovernanceConfig
     profile: Profile
@@ -51,41 +120,41 @@ class Context:
     format: str = "chat"
     #: Shrink with ``cache_stable`` (the config's choice, or "auto" decided from the window).
     stable: bool = False
-    counts: Counter[str] = field(default_factory=Counter)
-    #: index -> tool name of large results no rule may compact (for the report)
-    large_uncompacted: dict[int, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    over_budget: bool = False
     #: The repaired request before compaction: what notes for cut turns read outcomes from.
-    original: list[Message] | None = None
-    _memo: dict[int, tuple[Mapping[str, Any], int]] = field(default_factory=dict)
-    _pairing: tuple[object, Pairing] | None = None
-    _breakpoint: tuple[object, int] | None = None
+    original: Sequence[Message] | None = None
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
+
+    def with_(self, **changes: Any) -> Context:
+        """A copy with some inputs changed (the same memo)."""
+        return dataclasses.replace(self, **changes)
 
     def pairing(self, messages: list[Message]) -> Pairing:
         """`pair(messages)`, computed once per list object (repairs that change nothing reuse it)."""
-        if self._pairing is None or self._pairing[0] is not messages:
-            self._pairing = (messages, pair(messages))
-        return self._pairing[1]
+        memo = self.memo
+        if memo.pairing is None or memo.pairing[0] is not messages:
+            memo.pairing = (messages, pair(messages))
+        return memo.pairing[1]
 
     def last_breakpoint(self, messages: list[Message]) -> int:
         """Index of the last message with a cache_control breakpoint (-1: none), once per list."""
-        if self._breakpoint is None or self._breakpoint[0] is not messages:
+        memo = self.memo
+        if memo.breakpoint is None or memo.breakpoint[0] is not messages:
             index = len(messages) - 1
             while index >= 0 and not has_cache_control(messages[index]):
                 index -= 1
-            self._breakpoint = (messages, index)
-        return self._breakpoint[1]
+            memo.breakpoint = (messages, index)
+        return memo.breakpoint[1]
 
     def tokens(self, message: Mapping[str, Any]) -> int:
         """Tokens of one message, computed once per message object in this call."""
         key = id(message)
-        hit = self._memo.get(key)
+        memo = self.memo.tokens
+        hit = memo.get(key)
         if hit is not None and hit[0] is message:
             return hit[1]
         count = self.counter.message(message)
         # The message object is kept alive with its count, so its id cannot be reused meanwhile.
-        self._memo[key] = (message, count)
+        memo[key] = (message, count)
         return count
 
     def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:

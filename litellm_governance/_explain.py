@@ -17,10 +17,11 @@ from typing import Any
 from ._calls import is_stub
 from ._config import GovernanceConfig
 from ._context import Context
+from ._formats import Format, detect_format, spec
 from ._messages import TRACE, Message, call_id, call_name, is_empty_content, is_system, tool_calls
+from ._models import Deployment
 from ._pairing import DUPLICATE, ORPHAN, pair
 from ._pipeline import run
-from ._request import Format, detect_format, read_request
 from ._snip import is_task
 from ._trace import is_note
 
@@ -49,7 +50,8 @@ def explain(
 ) -> Explanation:
     """Govern `request` (a body of any of the three formats) and say what happened to each message."""
     fmt = detect_format(request) if format is None else format
-    outline, max_output = read_request(request, fmt)
+    parsed = spec(fmt).read(request)
+    outline = parsed.outline
     if fmt == "chat":  # the client's own dicts: tag copies
         outline.view = [{**m, TRACE: (i,)} for i, m in enumerate(outline.view)]
     else:  # the outline's own dicts: tag them in place, so rendering still finds them
@@ -57,15 +59,7 @@ def explain(
             message[TRACE] = (i,)
     originals = list(outline.view)
     where = getattr(outline, "where", {})
-    outcome = run(
-        outline,
-        model=model,
-        tools=request.get("tools"),
-        max_output_tokens=max_output,
-        config=config,
-        provider=provider,
-        model_info=dict(model_info) if model_info else None,
-    )
+    outcome = run(parsed, Deployment(model, provider, dict(model_info) if model_info else None), config)
     governed, ctx, report = outcome.governed, outcome.context, outcome.report
     names = _call_names(originals)
     outputs: dict[int, list[int]] = {}

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Final
 
-from ._context import Context
+from ._context import Context, StepResult
 from ._messages import Message, call_id, tool_calls
 
 __all__ = ["UniqueToolCallIds", "nine_char_id"]
@@ -44,7 +44,7 @@ def nine_char_id(ident: str, salt: int = 0) -> str:
 class UniqueToolCallIds:
     name = "unique_ids"
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         profile = ctx.profile
         taken = {ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None}
         needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
@@ -52,8 +52,9 @@ class UniqueToolCallIds:
             # Cheap check first: most requests have no repeated id at all.
             total = sum(1 for m in messages for c in tool_calls(m) if call_id(c) is not None)
             if total == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages)):
-                return messages
-        return _rename(messages, ctx, taken)
+                return StepResult(messages)
+        counts: Counter[str] = Counter()
+        return StepResult(_rename(messages, ctx, taken, counts), counts)
 
 
 def _repeats_within(messages: list[Message]) -> bool:
@@ -71,7 +72,7 @@ def _with_suffix(ident: str, suffix: int, marker: str | None) -> str:
     return f"{ident}_{suffix}"
 
 
-def _rename(messages: list[Message], ctx: Context, taken: set[str]) -> list[Message]:
+def _rename(messages: list[Message], ctx: Context, taken: set[str], counts: Counter[str]) -> list[Message]:
     profile = ctx.profile
     seen: set[str] = set()
     out: list[Message] | None = None
@@ -123,7 +124,7 @@ def _rename(messages: list[Message], ctx: Context, taken: set[str]) -> list[Mess
         if out is None:
             out = messages[: index - 1]
         out.append({**message, "tool_calls": new_calls})
-        ctx.counts["tool_call_ids_renamed"] += renamed
+        counts["tool_call_ids_renamed"] += renamed
         while index < len(messages) and messages[index].get("role") == "tool":
             result = messages[index]
             ident = result.get("tool_call_id")

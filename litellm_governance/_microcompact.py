@@ -25,12 +25,13 @@ Results before the last ``cache_control`` breakpoint are left alone unless the b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error
-from ._context import Context, is_turn
+from ._context import Context, StepResult, is_turn
 from ._messages import Message, content_chars
 from ._reads import is_observation, read_target
 
@@ -82,6 +83,8 @@ class Catalogue:
     protected: int
     #: Indexes of the newest exchange's results (after the last assistant turn): never stubbed.
     newest: frozenset[int]
+    #: index -> tool name of large results no rule may compact (for the report).
+    large_uncompacted: Mapping[int, str] = field(default_factory=dict)
 
 
 def newest_results(messages: Sequence[Message], *, drops_trailing: bool = False) -> frozenset[int]:
@@ -113,6 +116,7 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
         protected = ctx.last_breakpoint(messages)
     calls = calls_by_id(messages)
     found: list[Candidate] = []
+    large: dict[int, str] = {}
     protected_count = 0
     reads: dict[tuple[str, str], list[tuple[int, object]]] = {}  # (tool, path) -> [(candidate ordinal, target)]
     superseded: dict[int, int] = {}  # candidate ordinal -> index of the read superseding it
@@ -134,7 +138,7 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
                     superseded[ordinal] = index
         if not config.is_compactable(name) or not is_observation(call):
             if content_chars(content) >= LARGE_RESULT_CHARS:
-                ctx.large_uncompacted[index] = name[:40]  # for the report: a tool to consider adding
+                large[index] = name[:40]  # for the report: a tool to consider adding
             continue
         if is_stub(content):
             continue  # already compacted (never counted, so a second pass changes nothing)
@@ -148,15 +152,16 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
         found.append(Candidate(index, name, call))
     for ordinal, later in superseded.items():
         found[ordinal] = Candidate(found[ordinal].index, found[ordinal].name, found[ordinal].call, later)
-    return Catalogue(found, protected_count, newest_results(messages, drops_trailing=ctx.drops_trailing_assistant()))
+    newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant())
+    return Catalogue(found, protected_count, newest, large)
 
 
-def large_uncompactable(ctx: Context, *, limit: int = 5) -> dict[str, int]:
+def large_uncompactable(large: Mapping[int, str], *, limit: int = 5) -> dict[str, int]:
     """Tools whose results are large but not compactable (not in ``compactable_tools``), with how
-    many such results each has — what an operator may want to add. Collected by `catalogue`; at
-    most `limit` names, each cut to 40 characters."""
+    many such results each has — what an operator may want to add. Collected by `catalogue`
+    (index -> name); at most `limit` names, each cut to 40 characters."""
     found: dict[str, int] = {}
-    for name in ctx.large_uncompacted.values():
+    for name in large.values():
         found[name] = found.get(name, 0) + 1
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0]))[:limit])
 
@@ -185,13 +190,14 @@ class Microcompact:
         #: Overrides the config's keep_recent (the pipeline passes 0 when the budget demands it).
         self.keep_recent = keep_recent
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         keep_recent = ctx.config.keep_recent if self.keep_recent is None else self.keep_recent
+        counts: Counter[str] = Counter()
         batch = ctx.config.compact_batch_for(ctx.stable) if self.keep_recent is None else 1
         found = catalogue(messages, ctx)
         candidates, newest = found.candidates, found.newest
         if found.protected and len(candidates) + found.protected > keep_recent:
-            ctx.counts["compaction_skipped_for_cache"] += min(
+            counts["compaction_skipped_for_cache"] += min(
                 found.protected, len(candidates) + found.protected - keep_recent
             )
         # Superseded reads go whatever their age; keep_recent counts the results still current.
@@ -211,9 +217,9 @@ class Microcompact:
             )
         ]
         if not chosen:
-            return messages
+            return StepResult(messages, counts, large_uncompacted=found.large_uncompacted)
         out = list(messages)
         for candidate in chosen:
             out[candidate.index] = compact(messages[candidate.index], candidate)
-            ctx.counts["superseded" if candidate.superseded_by is not None else "compacted"] += 1
-        return out
+            counts["superseded" if candidate.superseded_by is not None else "compacted"] += 1
+        return StepResult(out, counts, large_uncompacted=found.large_uncompacted)

@@ -8,7 +8,9 @@ non-empty list is removed; an assistant message left with neither content nor ca
 
 from __future__ import annotations
 
-from ._context import Context
+from collections import Counter
+
+from ._context import Context, StepResult
 from ._messages import Message, is_empty_content
 from ._pairing import ORPHAN, is_valid_call
 
@@ -18,7 +20,8 @@ __all__ = ["DropOrphans"]
 class DropOrphans:
     name = "orphans"
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
+        counts: Counter[str] = Counter()
         current = messages
         malformed = ctx.pairing(messages).malformed
         if malformed:
@@ -26,31 +29,31 @@ class DropOrphans:
             start = 0
             for index in malformed:
                 current.extend(messages[start:index])
-                cleaned = self._clean_calls(messages[index], ctx)
+                cleaned = self._clean_calls(messages[index], counts)
                 if cleaned is not None:
                     current.append(cleaned)
                 start = index + 1
             current.extend(messages[start:])
         rejected = ctx.pairing(current).rejected
         if not rejected:
-            return current
+            return StepResult(current, counts)
         for reason in rejected.values():
-            ctx.counts["orphans_dropped" if reason == ORPHAN else "duplicates_dropped"] += 1
-        return [m for i, m in enumerate(current) if i not in rejected]
+            counts["orphans_dropped" if reason == ORPHAN else "duplicates_dropped"] += 1
+        return StepResult([m for i, m in enumerate(current) if i not in rejected], counts)
 
     @staticmethod
-    def _clean_calls(message: Message, ctx: Context) -> Message | None:
+    def _clean_calls(message: Message, counts: Counter[str]) -> Message | None:
         calls = message["tool_calls"]
         valid = [c for c in calls if is_valid_call(c)] if isinstance(calls, list) else []
         dropped = len(calls) - len(valid) if isinstance(calls, list) else 1
         if calls is not None and calls != []:
-            ctx.counts["malformed_calls_dropped"] += dropped
+            counts["malformed_calls_dropped"] += dropped
         cleaned = dict(message)
         if valid:
             cleaned["tool_calls"] = valid
             return cleaned
         del cleaned["tool_calls"]
         if is_empty_content(cleaned.get("content")):
-            ctx.counts["empty_messages_dropped"] += 1
+            counts["empty_messages_dropped"] += 1
             return None
         return cleaned

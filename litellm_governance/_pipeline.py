@@ -34,17 +34,18 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ._anthropic import AnthropicOutline
 from ._backfill import Backfill
 from ._config import GovernanceConfig, short_repr, suggestion
-from ._context import Context
+from ._context import Context, Tally
 from ._errors import ConfigError, InvalidRequestError
+from ._formats import ChatOutline, Outline, Parsed
 from ._ids import UniqueToolCallIds
-from ._messages import Message, validate_messages, validate_tools
+from ._messages import Message, validate_tools
 from ._microcompact import Microcompact, large_uncompactable
-from ._models import resolve_model
+from ._models import Deployment, resolve_model
 from ._orphans import DropOrphans
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
 from ._report import GovernanceReport
@@ -57,12 +58,14 @@ from ._truncate import TruncateNewest
 
 __all__ = [
     "AnthropicResult",
+    "Calibrated",
     "GovernanceResult",
     "Outcome",
     "ResponsesResult",
     "govern",
     "govern_anthropic",
     "govern_responses",
+    "run",
     "token_cache",
 ]
 
@@ -114,6 +117,19 @@ class ResponsesResult:
 
 
 @dataclass(frozen=True)
+class Calibrated:
+    """A token ratio learned for a deployment (provider tokens per tiktoken token), and where it came from."""
+
+    ratio: float
+    source: str = "given"
+
+    @classmethod
+    def of(cls, ratio: float | None, source: str | None = None) -> Calibrated | None:
+        """None when there is no ratio (the profile's is used)."""
+        return None if ratio is None else cls(ratio, source or "given")
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What `run` produced: the request fields in the client's format, the report, and (for
     `explain`) the governed outline and the per-request context it was counted with."""
@@ -122,49 +138,6 @@ class Outcome:
     report: GovernanceReport
     governed: list[Message]
     context: Context
-
-
-class Outline(Protocol):
-    """A request in one format, read into chat-shaped messages for the steps (`_messages`)."""
-
-    @property
-    def format(self) -> str:
-        """``chat``, ``anthropic`` or ``responses``."""
-        ...
-
-    @property
-    def text_type(self) -> str:
-        """Type of the text parts a merge makes of string content."""
-        ...
-
-    #: How many messages (or input items) the client sent.
-    count: int
-    #: The request as chat-shaped messages (see `_messages`).
-    view: list[Message]
-
-    @property
-    def parse_counts(self) -> Mapping[str, int]:
-        """Repairs made while reading the request (counted in the report like a step's)."""
-        ...
-
-    def render(self, governed: list[Message]) -> dict[str, Any]:
-        """The request fields that carry the governed history, in the request's own format."""
-        ...
-
-
-class ChatOutline:
-    """Chat completions: the messages are their own outline."""
-
-    format = "chat"
-    text_type = "text"
-
-    def __init__(self, messages: object) -> None:
-        self.view = validate_messages(messages)
-        self.count = len(self.view)
-        self.parse_counts: Mapping[str, int] = {}
-
-    def render(self, governed: list[Message]) -> dict[str, Any]:
-        return {"messages": governed}
 
 
 def govern(
@@ -185,16 +158,8 @@ def govern(
     ``supports_assistant_prefill``, ``governance_profile``). `token_ratio`, when given, replaces
     the profile's estimate of how many provider tokens one tiktoken token is.
     """
-    outcome = run(
-        ChatOutline(messages),
-        model=model,
-        tools=tools,
-        max_output_tokens=max_output_tokens,
-        config=config,
-        provider=provider,
-        model_info=model_info,
-        token_ratio=token_ratio,
-    )
+    parsed = Parsed(ChatOutline(messages), tools, max_output_tokens)
+    outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
     return GovernanceResult(messages=list(outcome.fields["messages"]), report=outcome.report)
 
 
@@ -214,19 +179,11 @@ def govern_anthropic(
     ``tool_use`` / ``tool_result`` blocks and a top-level ``system``). Blocks no rule is about
     (thinking and its signature, images, documents, ``cache_control``, unknown types) go out
     exactly as they came in."""
-    outline = AnthropicOutline(messages, system)
-    outcome = run(
-        outline,
-        model=model,
-        tools=tools,
-        max_output_tokens=max_tokens,
-        config=config,
-        provider=provider,
-        model_info=model_info,
-        token_ratio=token_ratio,
+    parsed = Parsed(AnthropicOutline(messages, system), tools, max_tokens)
+    fields = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
+    return AnthropicResult(
+        messages=list(fields.fields["messages"]), system=fields.fields.get("system"), report=fields.report
     )
-    fields = outcome.fields
-    return AnthropicResult(messages=list(fields["messages"]), system=fields.get("system"), report=outcome.report)
 
 
 def govern_responses(
@@ -247,52 +204,47 @@ def govern_responses(
     calls, ``item_reference``, unknown types) go out exactly as they came in. With
     `previous_response_id` the earlier history is stored upstream: only the visible input is
     governed (outputs answering stored calls are kept) and nothing is snipped."""
-    outline = ResponsesOutline(input, instructions, previous_response_id)
-    outcome = run(
-        outline,
-        model=model,
-        tools=tools,
-        max_output_tokens=max_output_tokens,
-        config=config,
-        provider=provider,
-        model_info=model_info,
-        token_ratio=token_ratio,
-    )
+    parsed = Parsed(ResponsesOutline(input, instructions, previous_response_id), tools, max_output_tokens)
+    outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
     fields = outcome.fields
     return ResponsesResult(
         input=fields.get("input", input), instructions=fields.get("instructions", instructions), report=outcome.report
     )
 
 
-def run(
-    outline: Outline,
-    *,
-    model: str,
-    tools: Sequence[Any] | None = None,
-    max_output_tokens: int | None = None,
-    config: GovernanceConfig | None = None,
-    provider: str | None = None,
-    model_info: Mapping[str, Any] | None = None,
-    token_ratio: float | None = None,
-    ratio_source: str | None = None,
-) -> Outcome:
-    """Govern `outline`: the rendered request fields, the report, and the governed outline.
-    `ratio_source` says where a given `token_ratio` came from (for the report; default ``given``)."""
+def _check(deployment: Deployment, config: object, calibrated: Calibrated | None) -> GovernanceConfig:
     config = _DEFAULT_CONFIG if config is None else config
     if not isinstance(config, GovernanceConfig):
         raise InvalidRequestError(f"config must be a GovernanceConfig, got {type(config).__name__}")
+    model, provider, model_info = deployment.model, deployment.provider, deployment.model_info
     if not isinstance(model, str) or not model:
         raise InvalidRequestError(f"model must be a non-empty LiteLLM model string, got {model!r}")
     if provider is not None and (not isinstance(provider, str) or not provider):
         raise InvalidRequestError(f"provider must be a LiteLLM provider string or None, got {type(provider).__name__}")
     if model_info is not None and not isinstance(model_info, Mapping):
         raise InvalidRequestError(f"model_info must be a mapping or None, got {type(model_info).__name__}")
-    if token_ratio is not None and (
-        isinstance(token_ratio, bool) or not isinstance(token_ratio, (int, float)) or not 0.2 <= token_ratio <= 5.0
+    ratio = None if calibrated is None else calibrated.ratio
+    if ratio is not None and (
+        isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.2 <= ratio <= 5.0
     ):
-        raise InvalidRequestError(f"token_ratio must be a number between 0.2 and 5.0, got {token_ratio!r}")
+        raise InvalidRequestError(f"token_ratio must be a number between 0.2 and 5.0, got {ratio!r}")
+    return config
+
+
+def run(
+    parsed: Parsed,
+    deployment: Deployment,
+    config: GovernanceConfig | None = None,
+    calibrated: Calibrated | None = None,
+) -> Outcome:
+    """Govern a parsed request for `deployment`: the rendered request fields, the report, and the
+    governed outline. `calibrated` is the deployment's learned token ratio (None: the profile's)."""
+    config = _check(deployment, config, calibrated)
+    outline: Outline = parsed.outline
+    model = deployment.model
     original = outline.view
-    tool_list = validate_tools(tools)
+    tool_list = validate_tools(parsed.tools)
+    max_output_tokens = parsed.max_output_tokens
     if max_output_tokens is None:
         max_output = config.max_output_tokens
     elif isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 0:
@@ -300,23 +252,14 @@ def run(
     else:
         max_output = max_output_tokens
 
-    facts = resolve_model(model, config=config, provider=provider, model_info=model_info)
+    facts = resolve_model(model, config=config, provider=deployment.provider, model_info=deployment.model_info)
     profile = _pick_profile(config, facts.profile, facts.provider, model)
-    ratio = profile.token_ratio if token_ratio is None else float(token_ratio)
-    ctx = Context(
-        config=config,
-        profile=profile,
-        counter=TokenCounter(encoding_for_model(model), token_cache(config.token_cache_size)),
-        text_type=outline.text_type,
-        format=outline.format,
-    )
-    if profile.trailing_assistant is TrailingAssistant.IF_PREFILL:
-        ctx.allow_prefill = facts.prefill_supported(model)
-    ctx.stable = config.stable_for(facts.max_input_tokens)
+    ratio = profile.token_ratio if calibrated is None else float(calibrated.ratio)
     notes: list[str] = []
     left_alone = getattr(outline, "left_alone", None)
     history_upstream = bool(getattr(outline, "history_upstream", False))
     budget: int | None = None
+    step_budget: int | None = None
     if facts.max_input_tokens is None:
         notes.append(f"no context window known for {model!r}: history not snipped")
     else:
@@ -328,18 +271,30 @@ def run(
             )
         else:
             # Budget in tiktoken units: the provider's tokenizer counts `ratio` times more (or fewer).
-            ctx.budget = math.floor(budget / ratio)
-    ctx.tools_tokens = ctx.counter.tools(tool_list)
+            step_budget = math.floor(budget / ratio)
+    counter = TokenCounter(encoding_for_model(model), token_cache(config.token_cache_size))
+    ctx = Context(
+        config=config,
+        profile=profile,
+        counter=counter,
+        budget=step_budget,
+        tools_tokens=counter.tools(tool_list),
+        allow_prefill=profile.trailing_assistant is TrailingAssistant.IF_PREFILL and facts.prefill_supported(model),
+        text_type=outline.text_type,
+        format=outline.format,
+        stable=config.stable_for(facts.max_input_tokens),
+    )
     raw_before = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in original)
 
+    tally = Tally()
     governed = original
     if left_alone is not None:
         notes.append(left_alone)
     else:
         for step in _REPAIR:
-            governed = step(governed, ctx)
-        governed = _shrink(governed, ctx)
-        governed = _ROLES(governed, ctx)
+            governed = tally.add(step(governed, ctx))
+        governed = _shrink(governed, ctx, tally)
+        governed = tally.add(_ROLES(governed, ctx))
 
     raw_after = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in governed)
     over_budget = ctx.budget is not None and raw_after > ctx.budget
@@ -348,7 +303,7 @@ def run(
             "over budget: even the smallest valid request (system, latest user message, newest turn) is too big"
         )
     parse_counts: Mapping[str, int] = getattr(outline, "parse_counts", None) or {}
-    ctx.counts.update(parse_counts)
+    tally.counts.update(parse_counts)
     changed = (
         bool(parse_counts)
         or len(governed) != len(original)
@@ -372,17 +327,17 @@ def run(
         tokens_after=math.ceil(raw_after * ratio),
         messages_before=outline.count,
         messages_after=len(history) if isinstance(history, list) else outline.count,
-        steps={k: v for k, v in sorted(ctx.counts.items()) if v},
+        steps={k: v for k, v in sorted(tally.counts.items()) if v},
         over_budget=over_budget,
         changed=changed,
         cache_prefix_rewritten=prefix_rewritten,
-        notes=tuple(notes + ctx.notes),
+        notes=tuple(notes + tally.notes),
         format=outline.format,
         token_ratio=round(ratio, 4),
-        ratio_source="static" if token_ratio is None else ratio_source or "given",
+        ratio_source="static" if calibrated is None else calibrated.source,
         cache_stable=ctx.stable,
         estimated_tokens=raw_after,
-        large_uncompacted=large_uncompactable(ctx),
+        large_uncompacted=large_uncompactable(tally.large_uncompacted),
     )
     return Outcome(fields=fields, report=report, governed=governed, context=ctx)
 
@@ -403,30 +358,35 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
     return profile_for(provider, model)
 
 
-def _shrink(messages: list[Message], ctx: Context) -> list[Message]:
+def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]:
     """Compact, then snip; retry with fewer scruples while the budget forces it; and when even the
-    smallest request does not fit, truncate the newest exchange's results (never stub them)."""
+    smallest request does not fit, truncate the newest exchange's results (never stub them).
+    Each attempt is counted on its own; the one kept is added to `tally`."""
     protected = ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0
     attempts: list[tuple[int | None, bool]] = [(None, False)]
     if protected:
         attempts.append((None, True))  # compacting behind the breakpoint beats cutting it off
     attempts.append((0, True))  # compacting every older result beats a request that cannot fit
-    counts_before = ctx.counts.copy()
-    ctx.original = messages
+    base = ctx.with_(original=messages)
     result = messages
+    attempt = Tally()
     for keep_recent, ignore_breakpoints in attempts:
-        ctx.counts = counts_before.copy()
-        ctx.over_budget = False
-        ctx.ignore_breakpoints = ignore_breakpoints
+        attempt = Tally()
+        step_ctx = base.with_(ignore_breakpoints=ignore_breakpoints)
         if ctx.stable:
-            result = StableShrink(keep_recent=keep_recent)(messages, ctx)
+            result = attempt.add(StableShrink(keep_recent=keep_recent)(messages, step_ctx))
         else:
-            result = _SNIP(Microcompact(keep_recent=keep_recent)(messages, ctx), ctx)
-        if ctx.over_budget:
+            compacted = attempt.add(Microcompact(keep_recent=keep_recent)(messages, step_ctx))
+            result = attempt.add(_SNIP(compacted, step_ctx))
+        if attempt.over_budget:
             continue
-        if protected and not ignore_breakpoints and ctx.counts["snipped"] > counts_before["snipped"]:
+        if protected and not ignore_breakpoints and attempt.counts["snipped"]:
             continue  # a cut would drop what the breakpoint protects: try compacting it first
         break
-    if ctx.over_budget:
-        result = _TRUNCATE(result, ctx)
+    if attempt.over_budget:
+        result = attempt.add(_TRUNCATE(result, base))
+    tally.counts.update(attempt.counts)
+    tally.notes.extend(attempt.notes)
+    tally.large_uncompacted.update(attempt.large_uncompacted)
+    tally.over_budget = attempt.over_budget
     return result

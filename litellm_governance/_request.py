@@ -5,35 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
-from ._anthropic import AnthropicOutline
 from ._config import GovernanceConfig
 from ._errors import InvalidRequestError
-from ._pipeline import ChatOutline, Outline, run
+from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spec
+from ._models import Deployment
+from ._pipeline import Calibrated, run
 from ._report import GovernanceReport
-from ._responses import ResponsesOutline
 
 __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
 
-Format: TypeAlias = Literal["chat", "anthropic", "responses"]
-FORMATS: Final[tuple[Format, ...]] = ("chat", "anthropic", "responses")
-
-# Content block types only the Anthropic format has (chat uses image_url and tool messages).
-_ANTHROPIC_BLOCKS: Final = frozenset(
-    {
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "document",
-        "image",
-        "search_result",
-        "server_tool_use",
-        "web_search_tool_result",
-    }
-)
-_CHAT_ROLES: Final = frozenset({"tool", "system", "developer", "function"})
+# (Kept for callers of earlier versions: the format names, and the helpers below.)
+_NAMES: Final = FORMAT_NAMES
 
 
 @dataclass(frozen=True)
@@ -47,29 +31,6 @@ class GovernedRequest:
     def format(self) -> str:
         """The request format that was governed: ``chat``, ``anthropic`` or ``responses``."""
         return self.report.format
-
-
-def detect_format(request: Mapping[str, Any]) -> Format:
-    """The format of a request body: ``responses`` when it carries ``input`` (and no
-    ``messages``), ``anthropic`` when it has a top-level ``system`` or Anthropic-only content
-    blocks, ``chat`` otherwise (plain user/assistant text reads the same in both)."""
-    if "messages" not in request and "input" in request:
-        return "responses"
-    if "system" in request:
-        return "anthropic"
-    messages = request.get("messages")
-    if isinstance(messages, list):
-        for message in messages:
-            if not isinstance(message, Mapping):
-                continue
-            if message.get("role") in _CHAT_ROLES or "tool_calls" in message:
-                return "chat"
-            content = message.get("content")
-            if isinstance(content, list) and any(
-                isinstance(block, Mapping) and block.get("type") in _ANTHROPIC_BLOCKS for block in content
-            ):
-                return "anthropic"
-    return "chat"
 
 
 def govern_request(
@@ -94,22 +55,12 @@ def govern_request(
     """
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"request must be a mapping (a request body), got {type(request).__name__}")
-    chosen = detect_format(request) if format is None else format
+    chosen = spec(detect_format(request) if format is None else format)
     target_model = model or request.get("model")
     if not isinstance(target_model, str) or not target_model:
         raise InvalidRequestError("the request has no 'model' and none was given")
-    outline, max_output = read_request(request, chosen)
-    outcome = run(
-        outline,
-        model=target_model,
-        tools=request.get("tools"),
-        max_output_tokens=max_output,
-        config=config,
-        provider=provider,
-        model_info=dict(model_info) if model_info else None,
-        token_ratio=token_ratio,
-        ratio_source=ratio_source,
-    )
+    deployment = Deployment(target_model, provider, dict(model_info) if model_info else None)
+    outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source))
     report = outcome.report
     if not report.changed:
         return GovernedRequest(request=request if isinstance(request, dict) else dict(request), report=report)
@@ -119,45 +70,11 @@ def govern_request(
 
 
 def read_request(request: Mapping[str, Any], format: Format) -> tuple[Outline, int | None]:
-    """The request's history as an outline, and the output tokens it asks for."""
-    outline: Outline
-    if format == "chat":
-        outline = ChatOutline(plain_messages(request.get("messages")))
-        max_output = max_output_tokens(request, "chat")
-    elif format == "anthropic":
-        outline = AnthropicOutline(plain_messages(request.get("messages")), request.get("system"))
-        max_output = max_output_tokens(request, "anthropic")
-    elif format == "responses":
-        outline = ResponsesOutline(
-            plain_messages(request.get("input")), request.get("instructions"), request.get("previous_response_id")
-        )
-        max_output = max_output_tokens(request, "responses")
-    else:
-        raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    return outline, max_output
-
-
-def plain_messages(messages: object) -> object:
-    """Messages as plain dicts: SDK users sometimes pass LiteLLM/OpenAI message objects back."""
-    if not isinstance(messages, list) or all(isinstance(m, dict) for m in messages):
-        return messages
-    return [
-        m.model_dump(exclude_none=True) if hasattr(m, "model_dump") and not isinstance(m, dict) else m for m in messages
-    ]
-
-
-# The fields each format asks for output tokens in, in order of authority.
-_MAX_OUTPUT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "chat": ("max_completion_tokens", "max_tokens"),
-    "anthropic": ("max_tokens",),
-    "responses": ("max_output_tokens",),
-}
+    """The request's history as an outline, and the output tokens it asks for (`FormatSpec.read`)."""
+    parsed = spec(format).read(request)
+    return parsed.outline, parsed.max_output_tokens
 
 
 def max_output_tokens(request: Mapping[str, Any], format: Format) -> int | None:
-    """The output tokens a request asks for (what the provider reserves next to the prompt)."""
-    for key in _MAX_OUTPUT_FIELDS[format]:
-        value = request.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+    """The output tokens a request asks for (`FormatSpec.max_output_tokens`)."""
+    return FORMATS[format].max_output_tokens(request)

@@ -29,9 +29,10 @@ In order, each rule as the profile asks:
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Final
 
-from ._context import BRIDGE_CONTENT, Context, synthetic_user
+from ._context import BRIDGE_CONTENT, Context, StepResult, synthetic_user
 from ._messages import (
     ORIGIN,
     TRACE,
@@ -56,22 +57,23 @@ EMPTY_USER_CONTENT: Final = "(empty message)"
 class EnforceRoles:
     name = "roles"
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         profile = ctx.profile
-        out = _normalize_empty(messages, ctx)
+        counts: Counter[str] = Counter()
+        out = _normalize_empty(messages, ctx, counts)
         if profile.mid_system is not MidSystem.KEEP:
-            out = _mid_conversation_system(out, ctx)
+            out = _mid_conversation_system(out, ctx, counts)
         if profile.merge_consecutive:
-            out = _merge_consecutive(out, ctx)
+            out = _merge_consecutive(out, ctx, counts)
         if ctx.drops_trailing_assistant():
-            out = _drop_trailing_assistant(out, ctx)
+            out = _drop_trailing_assistant(out, ctx, counts)
         if profile.first_must_be_user:
-            out = _user_first(out, ctx)
+            out = _user_first(out, ctx, counts)
         if profile.assistant_after_tool:
-            out = _assistant_after_tool(out, ctx)
+            out = _assistant_after_tool(out, ctx, counts)
         if profile.reasoning is not Reasoning.NONE and ctx.format == "chat":
-            out = _reasoning_content(out, ctx)
-        return out
+            out = _reasoning_content(out, ctx, counts)
+        return StepResult(out, counts)
 
 
 def _without_blank_parts(content: object) -> object:
@@ -80,7 +82,7 @@ def _without_blank_parts(content: object) -> object:
     return content
 
 
-def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
+def _normalize_empty(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     strict_text = ctx.profile.no_empty_text
     out: list[Message] | None = None
     dropped_user: Message | None = None
@@ -92,19 +94,19 @@ def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
             is_empty_content(content)
         ):
             replacement = None
-            ctx.counts["empty_messages_dropped"] += 1
+            counts["empty_messages_dropped"] += 1
             if role == "user":
                 dropped_user = message
         elif isinstance(role, str) and role in _NULL_TO_EMPTY and content is None:
             replacement = {**message, "content": ""}
-            ctx.counts["null_content_filled"] += 1
+            counts["null_content_filled"] += 1
         elif strict_text and role in ("user", "assistant", "system", "developer"):
             cleaned = _without_blank_parts(content)
             if role == "assistant" and message.get("tool_calls") and isinstance(cleaned, str) and not cleaned.strip():
                 cleaned = None  # blank text beside tool calls: no text at all (Gemini rejects an empty part)
             if cleaned is not content:
                 replacement = {**message, "content": cleaned}
-                ctx.counts["blank_text_dropped"] += 1
+                counts["blank_text_dropped"] += 1
         if replacement is not message and out is None:
             out = messages[:index]
         if out is not None and replacement is not None:
@@ -112,26 +114,26 @@ def _normalize_empty(messages: list[Message], ctx: Context) -> list[Message]:
     if out is not None and dropped_user is not None and all(is_system(m) for m in out):
         # Nothing but system messages would be left (GLM: error 1214; Anthropic: no message at all):
         # the user's turn stays, saying it was empty.
-        ctx.counts["empty_messages_dropped"] -= 1
-        ctx.counts["empty_user_kept"] += 1
+        counts["empty_messages_dropped"] -= 1
+        counts["empty_user_kept"] += 1
         out.append({**dropped_user, "content": EMPTY_USER_CONTENT})
     return messages if out is None else out
 
 
-def _mid_conversation_system(messages: list[Message], ctx: Context) -> list[Message]:
+def _mid_conversation_system(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     first = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
     mids = [i for i in range(first, len(messages)) if is_system(messages[i])]
     if not mids:
         return messages
     if ctx.profile.mid_system is MidSystem.HOIST:
-        ctx.counts["system_hoisted"] += len(mids)
+        counts["system_hoisted"] += len(mids)
         moved = set(mids)
         return (
             messages[:first]
             + [messages[i] for i in mids]
             + [m for i, m in enumerate(messages[first:], first) if i not in moved]
         )
-    ctx.counts["system_converted"] += len(mids)
+    counts["system_converted"] += len(mids)
     out = list(messages)
     for index in mids:
         message = messages[index]
@@ -166,7 +168,7 @@ def _merge(previous: Message, current: Message, ctx: Context) -> Message:
     return merged
 
 
-def _merge_consecutive(messages: list[Message], ctx: Context) -> list[Message]:
+def _merge_consecutive(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     out: list[Message] | None = None
     for index in range(1, len(messages)):
         message = messages[index]
@@ -175,13 +177,13 @@ def _merge_consecutive(messages: list[Message], ctx: Context) -> list[Message]:
             if out is None:
                 out = messages[:index]
             out[-1] = _merge(out[-1], message, ctx)
-            ctx.counts["merged"] += 1
+            counts["merged"] += 1
         elif out is not None:
             out.append(message)
     return messages if out is None else out
 
 
-def _drop_trailing_assistant(messages: list[Message], ctx: Context) -> list[Message]:
+def _drop_trailing_assistant(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     # Trailing = after the last non-assistant, non-system message (LiteLLM moves system messages
     # out of the conversation for Anthropic and Gemini, so they do not end it).
     trailing: list[int] = []
@@ -197,36 +199,36 @@ def _drop_trailing_assistant(messages: list[Message], ctx: Context) -> list[Mess
     dropped = set(trailing)
     out = [m for i, m in enumerate(messages) if i not in dropped]
     if any(m.get("role") in ("user", "tool") for m in out):
-        ctx.counts["trailing_assistant_dropped"] += len(trailing)
+        counts["trailing_assistant_dropped"] += len(trailing)
         return out
     # Nothing but system messages would remain: keep the last assistant turn, as the user's.
     last = trailing[0]
     recovered = {k: v for k, v in messages[last].items() if k != "tool_calls"}
     recovered["role"] = "user"
-    ctx.counts["trailing_assistant_dropped"] += len(trailing) - 1
-    ctx.counts["recovered_as_user"] += 1
+    counts["trailing_assistant_dropped"] += len(trailing) - 1
+    counts["recovered_as_user"] += 1
     return [recovered if i == last else m for i, m in enumerate(messages) if i not in dropped or i == last]
 
 
-def _user_first(messages: list[Message], ctx: Context) -> list[Message]:
+def _user_first(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     for index, message in enumerate(messages):
         if is_system(message):
             continue
         if message.get("role") != "assistant":
             return messages
-        ctx.counts["synthetic_user_inserted"] += 1
+        counts["synthetic_user_inserted"] += 1
         return [*messages[:index], synthetic_user(), *messages[index:]]
     return messages
 
 
-def _assistant_after_tool(messages: list[Message], ctx: Context) -> list[Message]:
+def _assistant_after_tool(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     out: list[Message] | None = None
     for index in range(1, len(messages)):
         if messages[index].get("role") == "user" and messages[index - 1].get("role") == "tool":
             if out is None:
                 out = messages[:index]
             out.append({"role": "assistant", "content": BRIDGE_CONTENT})
-            ctx.counts["assistant_bridge_inserted"] += 1
+            counts["assistant_bridge_inserted"] += 1
         if out is not None:
             out.append(messages[index])
     return messages if out is None else out
@@ -246,7 +248,7 @@ def _reasoning_text(message: Message) -> str:
     return " "
 
 
-def _reasoning_content(messages: list[Message], ctx: Context) -> list[Message]:
+def _reasoning_content(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
     only_calls = ctx.profile.reasoning is Reasoning.TOOL_CALLS
     out: list[Message] | None = None
     for index, message in enumerate(messages):
@@ -255,7 +257,7 @@ def _reasoning_content(messages: list[Message], ctx: Context) -> list[Message]:
             existing = message.get("reasoning_content")
             if not (isinstance(existing, str) and existing):
                 replacement = {**message, "reasoning_content": _reasoning_text(message)}
-                ctx.counts["reasoning_content_filled"] += 1
+                counts["reasoning_content_filled"] += 1
         if replacement is not message and out is None:
             out = messages[:index]
         if out is not None:

@@ -19,10 +19,11 @@ with hysteresis instead (``cache_stable``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ._context import BRIDGE_CONTENT, Context, is_turn
+from ._context import BRIDGE_CONTENT, Context, StepResult, is_turn
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
 from ._trace import NOTE_SHARE, TraceIndex, is_note, render_note
@@ -158,24 +159,24 @@ def is_task(message: Message) -> bool:
 class Snip:
     name = "snip"
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         if ctx.budget is None or not messages:
-            return messages
+            return StepResult(messages)
         layout = Layout.of(messages, ctx)
         room = ctx.budget - layout.fixed
         if not layout.units:
-            ctx.over_budget = room < 0
-            return messages
+            return StepResult(messages, over_budget=room < 0)
         cost = layout.cost_function(messages, ctx)
 
         if cost(0, sum(layout.tokens)) <= room:
-            return messages
+            return StepResult(messages)
         trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter)
         cut = self._earliest_cut(layout, room, cost, trace, note_cap(ctx))
         tail = cost(cut, sum(layout.tokens[cut:]))
         note = note_for(messages, layout, cut, trace=trace, allowance=min(note_cap(ctx), room - tail), ctx=ctx)
-        ctx.over_budget = tail + (ctx.tokens(note) if note is not None else 0) > room
-        return assemble(messages, layout, cut, ctx, note)
+        counts: Counter[str] = Counter()
+        out = assemble(messages, layout, cut, counts, note)
+        return StepResult(out, counts, over_budget=tail + (ctx.tokens(note) if note is not None else 0) > room)
 
     @staticmethod
     def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap: int) -> int:
@@ -218,7 +219,7 @@ def note_for(
 
 
 def assemble(
-    messages: list[Message], layout: Layout, cut: int, ctx: Context, note: Message | None = None
+    messages: list[Message], layout: Layout, cut: int, counts: Counter[str], note: Message | None = None
 ) -> list[Message]:
     """System messages, the user message anchoring the kept history, the note for what was cut,
     then everything from `cut`."""
@@ -239,7 +240,7 @@ def assemble(
         result = [m for m in messages[:cut_start] if is_instruction(m)] + trace + messages[cut_start:]
     if len(result) == len(messages) and note is None:
         return messages  # already the smallest tail (over budget): nothing to drop
-    ctx.counts["snipped"] += len(messages) + len(trace) - len(result)
+    counts["snipped"] += len(messages) + len(trace) - len(result)
     if note is not None:
-        ctx.counts["noted"] += 1
+        counts["noted"] += 1
     return result

@@ -47,11 +47,11 @@ idempotent (a governed request fits, so replaying it triggers nothing), and with
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 
-from ._context import Context
+from ._context import Context, StepResult
 from ._messages import Message
-from ._microcompact import Candidate, catalogue, compact, is_oversized
+from ._microcompact import Candidate, Catalogue, catalogue, compact, is_oversized
 from ._snip import Layout, assemble, note_cap, note_for
 from ._trace import TraceIndex
 
@@ -92,7 +92,7 @@ class StableShrink:
         #: Overrides the config's keep_recent (the pipeline passes 0 when the budget demands it).
         self.keep_recent = keep_recent
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         config = ctx.config
         keep = config.keep_recent if self.keep_recent is None else self.keep_recent
         batch = config.compact_batch_for(True)
@@ -100,14 +100,14 @@ class StableShrink:
         candidates = found.candidates
         layout = Layout.of(messages, ctx)
         if ctx.budget is None or not layout.units:
-            ctx.over_budget = ctx.budget is not None and layout.fixed > ctx.budget
             return self._apply(
                 messages,
                 ctx,
                 layout=layout,
-                candidates=candidates,
+                found=found,
                 compacted=self._batched(candidates, keep, batch, found.newest),
                 cut=0,
+                over_budget=ctx.budget is not None and layout.fixed > ctx.budget,
             )
 
         budget = ctx.budget
@@ -233,14 +233,14 @@ class StableShrink:
                 stale.discard(whole.popleft())  # cut off: no longer counts among the whole results
 
         tail_cost = cost(cut, tail)
-        ctx.over_budget = tail_cost + (note(cut) if tail_cost + note(cut) <= room else 0) > room
         return self._apply(
             messages,
             ctx,
             layout=layout,
-            candidates=candidates,
+            found=found,
             compacted=compacted,
             cut=cut,
+            over_budget=tail_cost + (note(cut) if tail_cost + note(cut) <= room else 0) > room,
             trace=trace,
             allowance=min(cap, room - tail_cost),
             stubbed_stale=stubbed_stale,
@@ -263,13 +263,16 @@ class StableShrink:
         ctx: Context,
         *,
         layout: Layout,
-        candidates: list[Candidate],
+        found: Catalogue,
         compacted: set[int],
         cut: int,
+        over_budget: bool,
         trace: TraceIndex | None = None,
         allowance: int = 0,
         stubbed_stale: set[int] | None = None,
-    ) -> list[Message]:
+    ) -> StepResult:
+        candidates = found.candidates
+        counts: Counter[str] = Counter()
         first_kept = layout.units[cut][0] if layout.units else 0
         out = messages
         for ordinal in sorted(compacted):
@@ -282,8 +285,8 @@ class StableShrink:
             # later keeps the stub it got by age (so the prefix does not change under the cache).
             stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
             out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
-            ctx.counts["superseded" if stale else "compacted"] += 1
-        if cut == 0:
-            return out
-        note = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx) if trace is not None else None
-        return assemble(out, layout, cut, ctx, note)
+            counts["superseded" if stale else "compacted"] += 1
+        if cut:
+            note = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx) if trace is not None else None
+            out = assemble(out, layout, cut, counts, note)
+        return StepResult(out, counts, over_budget=over_budget, large_uncompacted=found.large_uncompacted)

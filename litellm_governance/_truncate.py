@@ -16,10 +16,11 @@ short result next to a huge one stays whole. Deterministic: the same request is 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ._context import Context
+from ._context import Context, StepResult
 from ._messages import Message
 from ._microcompact import newest_results
 from ._snip import Layout
@@ -136,15 +137,15 @@ def _cut(message: Message, keep_chars: int) -> Message:
 class TruncateNewest:
     name = "truncate_newest"
 
-    def __call__(self, messages: list[Message], ctx: Context) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         """Cut the newest exchange's results down until the request fits (or they are as small as
         they go); called only when shrinking left the request over budget."""
         if ctx.budget is None:
-            return messages
+            return StepResult(messages)
         found = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant())
         newest = sorted(i for i in found if _longest(messages[i].get("content")))
         if not newest:
-            return messages
+            return StepResult(messages, over_budget=True)
         layout = Layout.of(messages, ctx)
         cost = layout.cost_function(messages, ctx)
         # A little below the room: the role rules' overheads are estimates, and a governed request
@@ -156,7 +157,7 @@ class TruncateNewest:
 
         need = total(messages) - room
         if need <= 0:
-            return messages
+            return StepResult(messages, over_budget=True)
         # Sizes in tokens of each result's own text (a marker from an earlier cut aside).
         sizes: dict[int, int] = {}
         chars: dict[int, int] = {}
@@ -180,10 +181,8 @@ class TruncateNewest:
             need += shortfall  # characters per token were not what the estimate said: ask for more
         cut = sum(1 for i in newest if out[i] is not messages[i])
         if not cut:
-            return messages
-        ctx.counts["truncated"] += cut
-        ctx.over_budget = total(out) > room
-        return out
+            return StepResult(messages, over_budget=True)
+        return StepResult(out, Counter(truncated=cut), over_budget=total(out) > room)
 
 
 def _water_level(sizes: Mapping[int, int], need: int) -> int | None:

@@ -38,9 +38,9 @@ def run(step: Any, messages: Messages, ctx: Context | None = None) -> Messages:
     """Run `step`, checking it neither mutates its input nor changes anything on a second run."""
     ctx = ctx or make_ctx()
     before = copy.deepcopy(messages)
-    out = step(messages, ctx)
+    out = step(messages, ctx).messages
     assert messages == before, "the step mutated its input"
-    again = step(out, ctx)
+    again = step(out, ctx).messages
     assert again is out, "a second run changed something (not idempotent)"
     return out
 
@@ -107,7 +107,7 @@ class TestDropOrphans:
     def test_unchanged_input_is_returned_itself(self) -> None:
         """A clean conversation comes back as the same list object (cheap second pass)."""
         messages = [system(), user(), calling("a"), result("a"), assistant("done")]
-        assert DropOrphans()(messages, make_ctx()) is messages
+        assert DropOrphans()(messages, make_ctx()).messages is messages
 
 
 class TestBackfill:
@@ -152,7 +152,7 @@ class TestBackfill:
     def test_complete_conversation_is_returned_itself(self) -> None:
         """Nothing missing, nothing out of place: the same list object comes back."""
         messages = [user(), calling("a", "b"), result("b"), result("a"), assistant("done")]
-        assert Backfill()(messages, make_ctx()) is messages
+        assert Backfill()(messages, make_ctx()).messages is messages
 
 
 def reads(count: int, *, size: int = 600, name: str = "read_file", named: bool = False) -> Messages:
@@ -228,7 +228,7 @@ class TestMicrocompact:
     def test_nothing_to_do_returns_the_input_itself(self) -> None:
         """Fewer than ten long results: the same list object comes back."""
         messages = [user(), *reads(10)]
-        assert Microcompact()(messages, make_ctx()) is messages
+        assert Microcompact()(messages, make_ctx()).messages is messages
 
 
 def turn(i: int, size: int = 400) -> Messages:
@@ -243,18 +243,18 @@ class TestSnip:
         """Under budget nothing is dropped and the same list object comes back."""
         messages = [system(), user(), *turn(0)]
         ctx = make_ctx(budget=10_000)
-        assert Snip()(messages, ctx) is messages
+        assert Snip()(messages, ctx).messages is messages
 
     def test_no_window_no_snip(self) -> None:
         """Without a budget (unknown window) history is left whole."""
         messages = [system(), user(), *turn(0, 100_000)]
-        assert Snip()(messages, make_ctx(budget=None)) is messages
+        assert Snip()(messages, make_ctx(budget=None)).messages is messages
 
     def test_keeps_newest_whole_turns_starting_with_a_user_message(self) -> None:
         """Old turns go first; a call and its result are kept or dropped together."""
         ctx = make_ctx(note_cut_turns=False)
         messages = [system(), user("one"), *turn(0), user("two"), *turn(1), user("three"), *turn(2)]
-        ctx.budget = self.budget_for([system(), user("two"), *turn(1), user("three"), *turn(2)], ctx) + 5
+        ctx = ctx.with_(budget=self.budget_for([system(), user("two"), *turn(1), user("three"), *turn(2)], ctx) + 5)
         out = run(Snip(), messages, ctx)
         assert out == [system(), user("two"), *turn(1), user("three"), *turn(2)]
 
@@ -263,7 +263,7 @@ class TestSnip:
         ctx = make_ctx(note_cut_turns=False)
         rounds = [m for i in range(30) for m in turn(i)]
         messages = [system(), user("the task"), *rounds]
-        ctx.budget = self.budget_for([system(), user("the task"), *rounds[-10:]], ctx)
+        ctx = ctx.with_(budget=self.budget_for([system(), user("the task"), *rounds[-10:]], ctx))
         out = run(Snip(), messages, ctx)
         assert out == [system(), user("the task"), *rounds[-10:]]
 
@@ -271,7 +271,7 @@ class TestSnip:
         """A system message in the dropped part is kept, before the kept history."""
         ctx = make_ctx(note_cut_turns=False)
         messages = [system("a"), user("one"), *turn(0), system("b"), *turn(1), user("two"), *turn(2)]
-        ctx.budget = self.budget_for([system("a"), system("b"), user("two"), *turn(2)], ctx)
+        ctx = ctx.with_(budget=self.budget_for([system("a"), system("b"), user("two"), *turn(2)], ctx))
         out = run(Snip(), messages, ctx)
         assert out == [system("a"), system("b"), user("two"), *turn(2)]
 
@@ -281,8 +281,7 @@ class TestSnip:
         messages = [system(), user("one"), *turn(0), user("task"), *turn(1), *turn(2)]
         out = run(Snip(), messages, make_ctx(budget=50))
         assert out == [system(), user("task"), *turn(2)]
-        Snip()(messages, ctx)
-        assert ctx.over_budget
+        assert Snip()(messages, ctx).over_budget
 
     def test_no_user_message_leaves_room_for_the_synthetic_one(self) -> None:
         """With no user message to start from, the tail starts at a call and reserves the synthetic user."""
@@ -290,9 +289,9 @@ class TestSnip:
         messages = [system(), *turn(0), *turn(1), *turn(2)]
         synthetic = ctx.synthetic_user_tokens()
         exact = self.budget_for([system(), *turn(1), *turn(2)], ctx)
-        ctx.budget = exact + synthetic
+        ctx = ctx.with_(budget=exact + synthetic)
         assert run(Snip(), messages, ctx) == [system(), *turn(1), *turn(2)]
-        ctx.budget = exact + synthetic - 1
+        ctx = ctx.with_(budget=exact + synthetic - 1)
         assert run(Snip(), messages, ctx) == [system(), *turn(2)]
 
 
@@ -308,7 +307,7 @@ class TestStableShrink:
         outputs = []
         for i in range(rounds):
             history = [*history, *turn(i, size)]
-            outputs.append(step(history, ctx))
+            outputs.append(step(history, ctx).messages)
         return outputs
 
     def test_cut_stays_put_while_the_history_grows(self) -> None:
@@ -341,7 +340,7 @@ class TestStableShrink:
         ctx = make_ctx(cache_stable=True)
         messages = [system(), user("task"), *reads(12, size=3_000)]
         whole = sum(ctx.tokens(m) for m in messages)
-        ctx.budget = whole - 500
+        ctx = ctx.with_(budget=whole - 500)
         out = run(StableShrink(), messages, ctx)
         assert len(out) == len(messages)
         assert compacted_ids(out) == [f"c{i}" for i in range(10)]

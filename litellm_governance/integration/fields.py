@@ -6,36 +6,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._request import Format
+from .._formats import FORMATS, Format, spec_for_call_type
 
 __all__ = ["FORMAT_OF_CALL", "HISTORY", "METADATA", "SETTINGS_KEY", "call_id_of", "format_of"]
 
 #: The key in ``litellm.callback_settings`` (the proxy config's ``callback_settings:``) with our
 #: options, and in a request's metadata with its per-request overrides.
 SETTINGS_KEY: Final = "governance"
+# The rest is read off the format descriptions (`_formats.FORMATS`), the one place that knows them.
 #: LiteLLM call types (strings; str enums in the deployment hook) -> the request format they carry.
 FORMAT_OF_CALL: Final[Mapping[str, Format]] = {
-    "completion": "chat",
-    "acompletion": "chat",
-    "anthropic_messages": "anthropic",
-    "aanthropic_messages": "anthropic",
-    "responses": "responses",
-    "aresponses": "responses",
+    call_type: spec.name for spec in FORMATS.values() for call_type in spec.call_types
 }
 #: Where each format keeps its history (the field a pass is keyed on).
-HISTORY: Final[Mapping[Format, str]] = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+HISTORY: Final[Mapping[Format, str]] = {spec.name: spec.history for spec in FORMATS.values()}
 #: Where each format keeps LiteLLM's own metadata (Anthropic's and OpenAI's ``metadata`` is the
 #: provider's field on /v1/messages and /v1/responses: nothing of ours may go there).
-METADATA: Final[Mapping[Format, str]] = {
-    "chat": "metadata",
-    "anthropic": "litellm_metadata",
-    "responses": "litellm_metadata",
-}
+METADATA: Final[Mapping[Format, str]] = {spec.name: spec.metadata for spec in FORMATS.values()}
 
 
 def format_of(call_type: Any) -> Format | None:
     """The request format of a LiteLLM call type (a str, or a ``CallTypes`` str enum), None if ungoverned."""
-    return FORMAT_OF_CALL.get(str(getattr(call_type, "value", call_type)))
+    found = spec_for_call_type(call_type)
+    return found.name if found is not None else None
 
 
 def call_id_of(data: Mapping[str, Any]) -> str | None:

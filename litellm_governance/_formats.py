@@ -1,0 +1,233 @@
+"""One description per request format: where each keeps its history, system prompt, output limit
+and LiteLLM metadata, which LiteLLM call types carry it, and how its body is read into the outline
+the steps work on (rendering back is the outline's own ``render``).
+
+The hook, `govern_request`, `explain` and the command line all read requests through `FORMATS`;
+nothing else knows these field names.
+
+======================  ======================  ==============================  =================
+format                  history (+ system)      output limit                    LiteLLM metadata
+======================  ======================  ==============================  =================
+``chat``                ``messages``            ``max_completion_tokens``,      ``metadata``
+                                                ``max_tokens``
+``anthropic``           ``messages`` +          ``max_tokens``                  ``litellm_metadata``
+(``/v1/messages``)      ``system``
+``responses``           ``input`` +             ``max_output_tokens``           ``litellm_metadata``
+(``/v1/responses``)     ``instructions``
+======================  ======================  ==============================  =================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, TypeAlias
+
+from ._anthropic import AnthropicOutline
+from ._errors import InvalidRequestError
+from ._messages import Message, validate_messages
+from ._responses import ResponsesOutline
+
+__all__ = [
+    "FORMATS",
+    "FORMAT_NAMES",
+    "ChatOutline",
+    "Format",
+    "FormatSpec",
+    "Outline",
+    "Parsed",
+    "detect_format",
+    "spec",
+    "spec_for_call_type",
+]
+
+Format: TypeAlias = Literal["chat", "anthropic", "responses"]
+
+
+class Outline(Protocol):
+    """A request in one format, read into chat-shaped messages for the steps (`_messages`)."""
+
+    @property
+    def format(self) -> str:
+        """``chat``, ``anthropic`` or ``responses``."""
+        ...
+
+    @property
+    def text_type(self) -> str:
+        """Type of the text parts a merge makes of string content."""
+        ...
+
+    #: How many messages (or input items) the client sent.
+    count: int
+    #: The request as chat-shaped messages (see `_messages`).
+    view: list[Message]
+
+    @property
+    def parse_counts(self) -> Mapping[str, int]:
+        """Repairs made while reading the request (counted in the report like a step's)."""
+        ...
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        """The request fields that carry the governed history, in the request's own format."""
+        ...
+
+
+class ChatOutline:
+    """Chat completions: the messages are their own outline."""
+
+    format = "chat"
+    text_type = "text"
+
+    def __init__(self, messages: object) -> None:
+        self.view = validate_messages(messages)
+        self.count = len(self.view)
+        self.parse_counts: Mapping[str, int] = {}
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        return {"messages": governed}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A request body read for governing: its outline, tool schemas and output limit."""
+
+    outline: Outline
+    tools: Sequence[Any] | None
+    max_output_tokens: int | None
+
+
+def _plain(messages: object) -> object:
+    """Messages as plain dicts: SDK users sometimes pass LiteLLM/OpenAI message objects back."""
+    if not isinstance(messages, list) or all(isinstance(m, dict) for m in messages):
+        return messages
+    return [
+        m.model_dump(exclude_none=True) if hasattr(m, "model_dump") and not isinstance(m, dict) else m for m in messages
+    ]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """Everything format-specific about one kind of request body."""
+
+    name: Format
+    #: The proxy route clients send it to.
+    route: str
+    #: The field holding the conversation.
+    history: str
+    #: The field holding the system prompt outside the history (None: it is in the history).
+    system: str | None
+    #: The output-token fields, in order of authority.
+    max_output: tuple[str, ...]
+    #: Where LiteLLM's own metadata goes (``metadata`` is the provider's field on /v1/messages
+    #: and /v1/responses: nothing of the plugin's may go there).
+    metadata: str
+    #: LiteLLM call types (``CallTypes`` values) that carry this format.
+    call_types: frozenset[str]
+    #: Body -> outline.
+    reader: Callable[[Mapping[str, Any]], Outline]
+
+    def max_output_tokens(self, request: Mapping[str, Any]) -> int | None:
+        """The output tokens a request asks for (what the provider reserves next to the prompt)."""
+        for key in self.max_output:
+            value = request.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        return None
+
+    def read(self, request: Mapping[str, Any]) -> Parsed:
+        """The request's outline, tools and output limit."""
+        return Parsed(self.reader(request), request.get("tools"), self.max_output_tokens(request))
+
+
+FORMATS: Final[Mapping[Format, FormatSpec]] = {
+    "chat": FormatSpec(
+        name="chat",
+        route="/v1/chat/completions",
+        history="messages",
+        system=None,
+        max_output=("max_completion_tokens", "max_tokens"),
+        metadata="metadata",
+        call_types=frozenset({"completion", "acompletion"}),
+        reader=lambda body: ChatOutline(_plain(body.get("messages"))),
+    ),
+    "anthropic": FormatSpec(
+        name="anthropic",
+        route="/v1/messages",
+        history="messages",
+        system="system",
+        max_output=("max_tokens",),
+        metadata="litellm_metadata",
+        call_types=frozenset({"anthropic_messages", "aanthropic_messages"}),
+        reader=lambda body: AnthropicOutline(_plain(body.get("messages")), body.get("system")),
+    ),
+    "responses": FormatSpec(
+        name="responses",
+        route="/v1/responses",
+        history="input",
+        system="instructions",
+        max_output=("max_output_tokens",),
+        metadata="litellm_metadata",
+        call_types=frozenset({"responses", "aresponses"}),
+        reader=lambda body: ResponsesOutline(
+            _plain(body.get("input")), body.get("instructions"), body.get("previous_response_id")
+        ),
+    ),
+}
+#: The format names, in their usual order.
+FORMAT_NAMES: Final[tuple[Format, ...]] = tuple(FORMATS)
+
+_BY_CALL_TYPE: Final[Mapping[str, FormatSpec]] = {
+    call_type: spec for spec in FORMATS.values() for call_type in spec.call_types
+}
+
+# Content block types only the Anthropic format has (chat uses image_url and tool messages).
+_ANTHROPIC_BLOCKS: Final = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "image",
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+    }
+)
+_CHAT_ROLES: Final = frozenset({"tool", "system", "developer", "function"})
+
+
+def spec_for_call_type(call_type: Any) -> FormatSpec | None:
+    """The format a LiteLLM call type carries (a str, or a ``CallTypes`` str enum); None: not governed."""
+    return _BY_CALL_TYPE.get(str(getattr(call_type, "value", call_type)))
+
+
+def detect_format(request: Mapping[str, Any]) -> Format:
+    """The format of a request body: ``responses`` when it carries ``input`` (and no
+    ``messages``), ``anthropic`` when it has a top-level ``system`` or Anthropic-only content
+    blocks, ``chat`` otherwise (plain user/assistant text reads the same in both)."""
+    if "messages" not in request and "input" in request:
+        return "responses"
+    if "system" in request:
+        return "anthropic"
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        for message in messages:
+            if not isinstance(message, Mapping):
+                continue
+            if message.get("role") in _CHAT_ROLES or "tool_calls" in message:
+                return "chat"
+            content = message.get("content")
+            if isinstance(content, list) and any(
+                isinstance(block, Mapping) and block.get("type") in _ANTHROPIC_BLOCKS for block in content
+            ):
+                return "anthropic"
+    return "chat"
+
+
+def spec(format: str) -> FormatSpec:
+    """The description of `format`, or a clear error."""
+    try:
+        return FORMATS[format]  # type: ignore[index]
+    except KeyError:
+        raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {format!r}") from None
