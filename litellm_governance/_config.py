@@ -113,6 +113,10 @@ class GovernanceConfig:
     #: (each call's tool, main argument and outcome; what was said), in at most a tenth of the
     #: budget, so the agent neither repeats them nor loses track. False: cut turns leave no trace.
     note_cut_turns: bool = True
+    #: Integration only: a model group of the same proxy or Router (in the SDK: a model string) that
+    #: writes a summary of cut turns, off the request path; it stands in for the note once ready,
+    #: while the cut point stays (``cache_stable`` requests only). None: the note alone.
+    summary_model: str | None = None
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
     #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
     #: budget with it instead of the profile's fixed ratio.
@@ -144,6 +148,10 @@ class GovernanceConfig:
         _check_int("min_chars", self.min_chars, minimum=0, maximum=1_000_000_000)
         if self.compact_batch is not None:
             _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
+        if self.summary_model is not None and (
+            not isinstance(self.summary_model, str) or not self.summary_model.strip() or len(self.summary_model) > 256
+        ):
+            raise ConfigError(f"summary_model must be a model group name or null, got {short_repr(self.summary_model)}")
         if self.snip_watermark is not None:
             if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
                 raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(self.snip_watermark)}")

@@ -19,7 +19,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._config import GovernanceConfig
 from ._messages import (
@@ -34,6 +34,9 @@ from ._messages import (
 from ._pairing import Pairing, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from ._trace import CutTurns
 
 __all__ = [
     "BRIDGE_CONTENT",
@@ -66,6 +69,8 @@ class StepResult:
     over_budget: bool = False
     #: index -> tool name of large results no rule may compact (for the report).
     large_uncompacted: Mapping[int, str] = field(default_factory=dict)
+    #: The turns a cut removed (shrinking steps), for a summary model.
+    cut: CutTurns | None = None
 
 
 @dataclass
@@ -76,6 +81,7 @@ class Tally:
     notes: list[str] = field(default_factory=list)
     over_budget: bool = False
     large_uncompacted: dict[int, str] = field(default_factory=dict)
+    cut: CutTurns | None = None
 
     def add(self, result: StepResult) -> list[Message]:
         """Count `result` in; its messages, for the next step."""
@@ -83,6 +89,8 @@ class Tally:
         self.notes.extend(result.notes)
         self.over_budget = result.over_budget
         self.large_uncompacted.update(result.large_uncompacted)
+        if result.cut is not None:
+            self.cut = result.cut
         return result.messages
 
 
@@ -122,6 +130,9 @@ class Context:
     stable: bool = False
     #: The repaired request before compaction: what notes for cut turns read outcomes from.
     original: Sequence[Message] | None = None
+    #: Summaries of cut turns a summary model wrote, by `CutTurns.key`: one stands in for the
+    #: note when its cut point comes again (``summary_model``; a mapping given, never fetched).
+    summaries: Mapping[str, str] = field(default_factory=dict)
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     def with_(self, **changes: Any) -> Context:
@@ -172,6 +183,14 @@ class Context:
 
         rule = self.profile.trailing_assistant
         return rule is TrailingAssistant.DROP or (rule is TrailingAssistant.IF_PREFILL and not self.allow_prefill)
+
+    def ends_turns(self, message: Mapping[str, Any]) -> bool:
+        """Whether `message`, after an assistant message, keeps it from being trailing: anything
+        but a system message the rules move out of the conversation (Gemini's, hoisted)."""
+        from ._profiles import MidSystem
+
+        role = message.get("role")
+        return not (role in ("system", "developer") and self.profile.mid_system is MidSystem.HOIST)
 
     def synthetic_user_tokens(self) -> int:
         return self.tokens(_SYNTHETIC_USER)

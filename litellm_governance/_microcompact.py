@@ -87,14 +87,17 @@ class Catalogue:
     large_uncompacted: Mapping[int, str] = field(default_factory=dict)
 
 
-def newest_results(messages: Sequence[Message], *, drops_trailing: bool = False) -> frozenset[int]:
+def newest_results(
+    messages: Sequence[Message], *, drops_trailing: bool = False, hoists_system: bool = False
+) -> frozenset[int]:
     """Indexes of the results after the last assistant turn: what the model is about to read (the
     assistant turn a provider's rules put between results and the next user message is no turn,
-    nor, with `drops_trailing`, assistant text that ends the request: the rules drop it)."""
+    nor, with `drops_trailing`, assistant text that ends the request: the rules drop it — system
+    messages after it end nothing where the rules move them up, `hoists_system`)."""
     last = len(messages) - 1
     if drops_trailing:
         while last >= 0 and (
-            messages[last].get("role") in ("system", "developer")
+            (hoists_system and messages[last].get("role") in ("system", "developer"))
             or (messages[last].get("role") == "assistant" and not messages[last].get("tool_calls"))
         ):
             last -= 1
@@ -152,7 +155,9 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
         found.append(Candidate(index, name, call))
     for ordinal, later in superseded.items():
         found[ordinal] = Candidate(found[ordinal].index, found[ordinal].name, found[ordinal].call, later)
-    newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant())
+    newest = newest_results(
+        messages, drops_trailing=ctx.drops_trailing_assistant(), hoists_system=not ctx.ends_turns({"role": "system"})
+    )
     return Catalogue(found, protected_count, newest, large)
 
 

@@ -54,6 +54,7 @@ from ._roles import EnforceRoles
 from ._snip import Snip
 from ._stable import StableShrink
 from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
+from ._trace import CutTurns
 from ._truncate import TruncateNewest
 
 __all__ = [
@@ -138,6 +139,8 @@ class Outcome:
     report: GovernanceReport
     governed: list[Message]
     context: Context
+    #: The turns a cut removed, if any (what a summary model may summarise).
+    cut: CutTurns | None = None
 
 
 def govern(
@@ -236,9 +239,11 @@ def run(
     deployment: Deployment,
     config: GovernanceConfig | None = None,
     calibrated: Calibrated | None = None,
+    summaries: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Govern a parsed request for `deployment`: the rendered request fields, the report, and the
-    governed outline. `calibrated` is the deployment's learned token ratio (None: the profile's)."""
+    governed outline. `calibrated` is the deployment's learned token ratio (None: the profile's);
+    `summaries` the summaries of cut turns written so far, by cut key (see `_trace.CutTurns`)."""
     config = _check(deployment, config, calibrated)
     outline: Outline = parsed.outline
     model = deployment.model
@@ -283,6 +288,7 @@ def run(
         text_type=outline.text_type,
         format=outline.format,
         stable=config.stable_for(facts.max_input_tokens),
+        summaries=summaries or {},
     )
     raw_before = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in original)
 
@@ -339,7 +345,7 @@ def run(
         estimated_tokens=raw_after,
         large_uncompacted=large_uncompactable(tally.large_uncompacted),
     )
-    return Outcome(fields=fields, report=report, governed=governed, context=ctx)
+    return Outcome(fields=fields, report=report, governed=governed, context=ctx, cut=tally.cut)
 
 
 def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, provider: str, model: str) -> Profile:
@@ -389,4 +395,5 @@ def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message
     tally.notes.extend(attempt.notes)
     tally.large_uncompacted.update(attempt.large_uncompacted)
     tally.over_budget = attempt.over_budget
+    tally.cut = attempt.cut
     return result

@@ -14,6 +14,7 @@ _SUMMARY_KEYS = (
     ("superseded", "superseded"),
     ("snipped", "snipped"),
     ("noted", "noted"),
+    ("summarized", "summarized"),
     ("truncated", "truncated"),
     ("orphans_dropped", "orphans"),
     ("duplicates_dropped", "duplicates"),

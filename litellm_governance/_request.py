@@ -13,6 +13,7 @@ from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spe
 from ._models import Deployment
 from ._pipeline import Calibrated, run
 from ._report import GovernanceReport
+from ._trace import CutTurns
 
 __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
 
@@ -26,6 +27,8 @@ class GovernedRequest:
 
     request: dict[str, Any]
     report: GovernanceReport
+    #: The turns a cut removed, if any (what a summary model may summarise; never logged).
+    cut: CutTurns | None = None
 
     @property
     def format(self) -> str:
@@ -43,6 +46,7 @@ def govern_request(
     model_info: Mapping[str, Any] | None = None,
     token_ratio: float | None = None,
     ratio_source: str | None = None,
+    summaries: Mapping[str, str] | None = None,
 ) -> GovernedRequest:
     """Govern a request body — chat completions (``messages``), Anthropic Messages (``messages``
     + ``system``) or Responses (``input`` + ``instructions``) — or the kwargs of the matching
@@ -51,7 +55,7 @@ def govern_request(
     `model` names the model to fit (default ``request["model"]``): for a Router model group,
     pass the deployment's model or its `model_info`. Returns the request itself (not a copy)
     when nothing changed. Raises `InvalidRequestError` for a request whose history is not a
-    list of dicts.
+    list of dicts. `summaries` are summaries of cut turns a summary model wrote, by cut key.
     """
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"request must be a mapping (a request body), got {type(request).__name__}")
@@ -60,13 +64,14 @@ def govern_request(
     if not isinstance(target_model, str) or not target_model:
         raise InvalidRequestError("the request has no 'model' and none was given")
     deployment = Deployment(target_model, provider, dict(model_info) if model_info else None)
-    outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source))
+    outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source), summaries)
     report = outcome.report
     if not report.changed:
-        return GovernedRequest(request=request if isinstance(request, dict) else dict(request), report=report)
+        body = request if isinstance(request, dict) else dict(request)
+        return GovernedRequest(request=body, report=report, cut=outcome.cut)
     governed = dict(request)
     governed.update(outcome.fields)
-    return GovernedRequest(request=governed, report=report)
+    return GovernedRequest(request=governed, report=report, cut=outcome.cut)
 
 
 def read_request(request: Mapping[str, Any], format: Format) -> tuple[Outline, int | None]:

@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from ._context import BRIDGE_CONTENT, Context, StepResult, is_turn
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
-from ._trace import NOTE_SHARE, TraceIndex, is_note, render_note
+from ._trace import (
+    NOTE_SHARE,
+    SUMMARY_START,
+    CutTurns,
+    TraceIndex,
+    is_note,
+    prefix_keys,
+    render_note,
+)
 
 __all__ = ["Cost", "Layout", "Snip", "assemble", "note_for"]
 
@@ -68,6 +76,8 @@ class Layout:
         while index < len(messages):
             message = messages[index]
             if is_instruction(message):
+                if after_text and ctx.ends_turns(message):  # the assistant text before it stays: a turn
+                    exchange, after_text = -1, False
                 layout.fixed += ctx.tokens(message)
                 if layout.units and message.get("role") != "user":  # a system message that will become a note
                     layout.fixed += note
@@ -173,10 +183,12 @@ class Snip:
         trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter)
         cut = self._earliest_cut(layout, room, cost, trace, note_cap(ctx))
         tail = cost(cut, sum(layout.tokens[cut:]))
-        note = note_for(messages, layout, cut, trace=trace, allowance=min(note_cap(ctx), room - tail), ctx=ctx)
+        allowance = min(note_cap(ctx), room - tail)
+        note, cut_turns = note_for(messages, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
         counts: Counter[str] = Counter()
         out = assemble(messages, layout, cut, counts, note)
-        return StepResult(out, counts, over_budget=tail + (ctx.tokens(note) if note is not None else 0) > room)
+        over = tail + (ctx.tokens(note) if note is not None else 0) > room
+        return StepResult(out, counts, over_budget=over, cut=cut_turns)
 
     @staticmethod
     def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap: int) -> int:
@@ -202,20 +214,45 @@ def note_cap(ctx: Context) -> int:
 
 def note_for(
     messages: list[Message], layout: Layout, cut: int, *, trace: TraceIndex, allowance: int, ctx: Context
-) -> Message | None:
+) -> tuple[Message | None, CutTurns | None]:
     """The note standing for the units before `cut` (the kept anchor aside), in at most
-    `allowance` tokens; None when nothing is cut or it does not fit."""
-    if cut == 0 or allowance <= 0:
-        return None
+    `allowance` tokens, and the cut turns themselves; (None, None) when nothing is cut.
+
+    Where a summary model wrote the summary of an earlier cut point of this conversation (given in
+    ``ctx.summaries``), the note opens with the latest such summary and lists only the turns cut
+    after it: so it changes only when the cut point moves, as the note alone does."""
+    if cut == 0:
+        return None, None
     anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
     entries = trace.entries_before(cut, anchor)
     if not entries:
-        return None
-    text = render_note(entries, trace.turns_before(cut, messages, layout.units), allowance - 4, ctx.counter)
+        return None, None
+    keys = prefix_keys(trace.entries[:cut], [messages[start:end] for start, end in layout.units[:cut]])
+    # Not this cut point's own summary: written after the cut, using it would change the request
+    # while the cut point stays (a rewrite the prompt cache pays for); the next cut point will.
+    covered = next((c for c in range(cut - 1, 0, -1) if keys[c] in ctx.summaries), 0)
+    summary = ctx.summaries[keys[covered]] if covered else None
+    turns = trace.turns_before(cut, messages, layout.units)
+    since = [unit for unit in range(covered, cut) if unit != anchor]
+    cut_turns = CutTurns(
+        keys[cut],
+        turns,
+        tuple(m for unit in since for m in messages[slice(*layout.units[unit])] if not is_note(m)),
+        summary,
+    )
+    if allowance <= 0:
+        return None, cut_turns
+    text = None
+    if summary:
+        added = [entry for unit in since for entry in trace.entries[unit]]
+        covered_turns = trace.turns_before(covered, messages, layout.units)
+        text = render_note(added, turns, allowance - 4, ctx.counter, summary=(summary, covered_turns))
+    if text is None or ctx.counter.text(text) + 8 > allowance:  # no summary, or too long for the room
+        text = render_note(entries, turns, allowance - 4, ctx.counter)
     if text is None:
-        return None
+        return None, cut_turns
     note: Message = {"role": "user", "content": text}
-    return note if ctx.tokens(note) <= allowance else None
+    return (note if ctx.tokens(note) <= allowance else None), cut_turns
 
 
 def assemble(
@@ -242,5 +279,5 @@ def assemble(
         return messages  # already the smallest tail (over budget): nothing to drop
     counts["snipped"] += len(messages) + len(trace) - len(result)
     if note is not None:
-        counts["noted"] += 1
+        counts["summarized" if str(note.get("content", "")).startswith(SUMMARY_START) else "noted"] += 1
     return result

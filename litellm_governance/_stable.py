@@ -287,7 +287,12 @@ class StableShrink:
             stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
             out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
             counts["superseded" if stale else "compacted"] += 1
+        cut_turns = None
         if cut:
-            note = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx) if trace is not None else None
+            note = None
+            if trace is not None:
+                note, cut_turns = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
             out = assemble(out, layout, cut, counts, note)
-        return StepResult(out, counts, over_budget=over_budget, large_uncompacted=found.large_uncompacted)
+        return StepResult(
+            out, counts, over_budget=over_budget, large_uncompacted=found.large_uncompacted, cut=cut_turns
+        )

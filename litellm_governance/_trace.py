@@ -22,6 +22,7 @@ results), so the note changes only when the cut point moves and the prompt cache
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -30,10 +31,24 @@ from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_er
 from ._messages import Message, call_id, is_instruction, origin, tool_calls
 from ._tokens import TokenCounter
 
-__all__ = ["NOTE_SHARE", "NOTE_START", "Entry", "TraceIndex", "is_note", "render_note"]
+__all__ = [
+    "NOTE_SHARE",
+    "NOTE_START",
+    "SUMMARY_START",
+    "CutTurns",
+    "Entry",
+    "TraceIndex",
+    "is_note",
+    "prefix_keys",
+    "render_note",
+    "render_summary",
+    "transcript",
+]
 
 #: The note's first characters (also how a second pass recognises one).
 NOTE_START: Final = "[Context note:"
+#: The first characters of a summary written in the note's place (``summary_model``).
+SUMMARY_START: Final = "[Context summary:"
 #: At most this share of the budget goes to the note; older lines fold into counts beyond it.
 NOTE_SHARE: Final = 0.10
 #: What the assistant or the user said is quoted up to this many characters.
@@ -69,7 +84,7 @@ def is_note(message: Mapping[str, object]) -> bool:
     if isinstance(content, list) and content:
         first = content[0]
         content = first.get("text") if isinstance(first, Mapping) else first
-    return isinstance(content, str) and content.startswith(NOTE_START)
+    return isinstance(content, str) and content.startswith((NOTE_START, SUMMARY_START))
 
 
 def _said(content: object) -> str | None:
@@ -158,10 +173,17 @@ def _outcome(result: Message | None, call: CallInfo) -> str:
     return f"{size}, error" if looks_like_error(result) else size
 
 
-def render_note(entries: Sequence[Entry], turns: int, allowance: int, counter: TokenCounter) -> str | None:
+def render_note(
+    entries: Sequence[Entry],
+    turns: int,
+    allowance: int,
+    counter: TokenCounter,
+    summary: tuple[str, int] | None = None,
+) -> str | None:
     """The note for `entries` (oldest first) standing for `turns` cut turns, in at most
     `allowance` tokens: repeats of a call grouped at their latest place, the oldest lines folded
-    into counts as far as needed. None when not even the counts fit."""
+    into counts as far as needed. With `summary` (its text, and how many of the turns it covers),
+    the note opens with it and lists only the turns after those. None when not even the counts fit."""
     grouped: list[tuple[Entry, int]] = []
     position: dict[str, int] = {}
     for entry in entries:
@@ -178,6 +200,11 @@ def render_note(entries: Sequence[Entry], turns: int, allowance: int, counter: T
         (entry, f"{entry.text} (x{count})" if count > 1 else entry.text, count) for entry, count in grouped if count > 0
     ]
     header = _HEADER.format(start=NOTE_START, turns=turns, noun="turn was" if turns == 1 else "turns were")
+    if summary is not None:
+        text, covered = summary
+        header = render_summary(text, covered, total=turns)[:-1]  # without its closing bracket
+        if lines:
+            header += "\nWhat the turns after those did, oldest first (call a tool again to see its output):"
     costs = [counter.text(text) + _LINE_OVERHEAD for _, text, _ in lines]
     budget = allowance - counter.text(header) - _LINE_OVERHEAD
     total = sum(costs)
@@ -201,7 +228,7 @@ def render_note(entries: Sequence[Entry], turns: int, allowance: int, counter: T
     kept = [f"- {text}" for i, (_, text, _) in enumerate(lines) if i not in gone]
     body = ([f"- {_fold_line(folded)}"] if folded else []) + kept
     if not body:
-        return None
+        return header + "]" if summary is not None else None
     return header + "\n" + "\n".join(body) + "]"
 
 
@@ -262,3 +289,91 @@ class TraceIndex:
     def turns_before(self, cut: int, messages: Sequence[Message], units: Sequence[tuple[int, int]]) -> int:
         """Assistant turns among the units before `cut`."""
         return sum(1 for start, _ in units[:cut] if messages[start].get("role") == "assistant")
+
+
+@dataclass(frozen=True)
+class CutTurns:
+    """The turns snipping removed at one cut point: what a summary model may summarise. Summaries
+    roll: the one for this cut point is written from the summary of an earlier cut point of the
+    same conversation (`previous`) and the turns cut since (`messages`)."""
+
+    #: Digest of everything cut up to this cut point: the same cut point gives the same key.
+    key: str
+    #: How many assistant turns are cut.
+    turns: int
+    #: The cut messages a summary must add to `previous` (outline messages), oldest first.
+    messages: tuple[Message, ...]
+    #: The summary of an earlier cut point this one builds on, if any.
+    previous: str | None = None
+
+
+def prefix_keys(units: Sequence[Sequence[Entry]], messages: Sequence[Sequence[Message]]) -> list[str]:
+    """``keys[c]``: the key of cutting every unit before `c` — a digest of those units' note lines
+    and call ids (which tell one conversation from another): a pure function of what is cut, and
+    the same for a conversation's cut point on every request. ``keys[0]`` is "" (nothing cut)."""
+    digest = hashlib.sha256(b"cut-turns-v2")
+    keys = [""]
+    for entries, unit in zip(units, messages, strict=True):
+        for entry in entries:
+            digest.update(b"\x1f" + entry.text.encode("utf-8", "surrogatepass"))
+        for message in unit:
+            for call in tool_calls(message):
+                ident = call_id(call)
+                if ident is not None:
+                    digest.update(b"\x1e" + ident.encode("utf-8", "surrogatepass"))
+        keys.append(digest.copy().hexdigest()[:32])
+    return keys
+
+
+def render_summary(summary: str, covered: int, *, total: int | None = None) -> str:
+    """The text standing for cut turns when a summary model has written the summary of the first
+    `covered` of them (of `total`, default all)."""
+    total = covered if total is None else total
+    noun = "turn was" if total == 1 else "turns were"
+    which = "them" if covered >= total else f"the first {covered}"
+    return (
+        f"{SUMMARY_START} {total} earlier {noun} cut to fit the context window. "
+        f"A summary of {which}:\n{summary.strip()}]"
+    )
+
+
+def transcript(messages: Sequence[Message], *, limit: int = 60_000, result_chars: int = 2_000) -> str:
+    """The cut turns as plain text for a summary model: who said what, each call and the start of
+    its result; at most `limit` characters (the newest lines are kept when it must be cut)."""
+    calls = calls_by_id(messages)
+    lines: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            ident = message.get("tool_call_id")
+            call = calls.get(ident) if isinstance(ident, str) else None
+            text = _said_full(message.get("content"))
+            head = text[:result_chars] + (" …" if len(text) > result_chars else "")
+            lines.append(f"[result of {call.describe() if call else 'a call'}] {head}")
+            continue
+        said = _said_full(message.get("content"))
+        if said:
+            lines.append(f"[{role}] {said}")
+        for call in tool_calls(message):
+            ident = call_id(call)
+            info = calls.get(ident) if ident is not None else None
+            if info is not None:
+                lines.append(f"[{role} calls] {info.describe()}")
+    text = "\n".join(lines)
+    return text if len(text) <= limit else "…" + text[len(text) - limit :]
+
+
+def _said_full(content: object) -> str:
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif isinstance(part, Mapping) and part.get("type") == "message":
+                texts.append(_said_full(part.get("content")))
+        return "\n".join(t for t in texts if t).strip()
+    return ""

@@ -142,7 +142,11 @@ class TruncateNewest:
         they go); called only when shrinking left the request over budget."""
         if ctx.budget is None:
             return StepResult(messages)
-        found = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant())
+        found = newest_results(
+            messages,
+            drops_trailing=ctx.drops_trailing_assistant(),
+            hoists_system=not ctx.ends_turns({"role": "system"}),
+        )
         newest = sorted(i for i in found if _longest(messages[i].get("content")))
         if not newest:
             return StepResult(messages, over_budget=True)

@@ -92,15 +92,16 @@ def _check_newest(newest_in: list[Any], newest_out: list[Any], report: Any, coun
         assert "noted" not in report.steps, "a note took room the newest exchange needed"
 
 
-def _chat_newest(messages: Messages, *, prefill: bool = True) -> list[Any]:
+def _chat_newest(messages: Messages, *, prefill: bool = True, hoists: bool = False) -> list[Any]:
     """Contents of the results after the last assistant message (if it calls tools), first per id;
-    without prefill, assistant text ending the request is no turn (the provider's rules drop it)."""
+    without prefill, assistant text ending the request is no turn (the provider's rules drop it) —
+    system messages after it end nothing only where the rules move them up (`hoists`: Gemini)."""
     end = len(messages)
     while (
         not prefill
         and end
         and (
-            messages[end - 1]["role"] == "system"
+            (hoists and messages[end - 1]["role"] == "system")
             or (messages[end - 1]["role"] == "assistant" and not messages[end - 1].get("tool_calls"))
         )
     ):
@@ -147,7 +148,8 @@ def test_chat_newest_exchange_whole_or_truncated_never_stubbed(
     name, profile, prefill = model
     out = govern(messages, model=name, config=config)
     counter = TokenCounter(encoding_for_model(name), TokenCache(0))
-    _check_newest(_chat_newest(messages, prefill=prefill), _chat_newest_out(out.messages), out.report, counter)
+    newest = _chat_newest(messages, prefill=prefill, hoists=profile == "gemini")
+    _check_newest(newest, _chat_newest_out(out.messages), out.report, counter)
     assert problems(out.messages, profile, prefill=prefill) == []
 
 
@@ -761,3 +763,82 @@ def test_explain_says_what_happened_to_each_message() -> None:
         {"model": "openai/gpt-4o", "messages": messages[:6]}, model="openai/gpt-4o", config=LITERAL
     ).as_dict()
     assert small["before"][3]["fate"] == "superseded"
+
+
+# ---- summaries written by a summary model (in the note's place) -----------------------------------
+
+
+class TestSummaryInTheNotesPlace:
+    def loop(self, rounds: int) -> Messages:
+        history: Messages = [system(), user("go")]
+        for i in range(rounds):
+            history += [
+                assistant(None, call(f"c{i}", "Read", file_path=f"src/m{i}.py")),
+                result(f"c{i}", long_text(1_200, str(i))),
+            ]
+        return history
+
+    CONFIG = GovernanceConfig(context_window_tokens=10_000, cache_stable=True)
+
+    def governed(self, rounds: int, summaries: dict[str, str] | None = None) -> Any:
+        from litellm_governance import govern_request
+
+        body = {"model": "zai/glm-4.6", "messages": self.loop(rounds)}
+        return govern_request(body, config=self.CONFIG, summaries=summaries)
+
+    def cut_points(self) -> list[tuple[int, Any]]:
+        """(rounds, cut turns) of the first request of each new cut point, replaying the loop."""
+        out: list[tuple[int, Any]] = []
+        for rounds in range(40, 110):
+            cut = self.governed(rounds).cut
+            if cut is not None and (not out or out[-1][1].key != cut.key):
+                out.append((rounds, cut))
+        return out
+
+    def test_a_cut_point_has_one_key_while_it_stays(self) -> None:
+        """The cut turns' key is the same on every request with the same cut point, and new when it moves."""
+        keys = [c.key for c in (self.governed(n).cut for n in range(40, 110)) if c is not None]
+        runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
+        assert len(runs) >= 3 and len(runs) == len(set(keys)), "a key came back after the cut moved on"
+
+    def test_the_summary_of_the_last_cut_point_opens_the_next_note(self) -> None:
+        """Summaries roll: at a new cut point the note opens with the summary written for the last one
+        and lists only the turns cut since; it is the same on every request while the cut point
+        stays, and a second pass changes nothing."""
+        (_, first), (rounds, second), *_ = self.cut_points()
+        summary = "The agent read src/m0.py onwards looking for the parser bug; nothing changed yet."
+        out = self.governed(rounds, {first.key: summary})
+        assert out.cut is not None and out.cut.key == second.key and out.cut.previous == summary
+        text = out.request["messages"][1]["content"]
+        assert f"[Context summary: {second.turns} earlier turns were cut to fit the context window. " in text
+        assert summary in text and NOTE not in text
+        assert "What the turns after those did" in text
+        assert out.report.steps.get("summarized") == 1 and "noted" not in out.report.steps
+        assert self.governed(rounds + 1, {first.key: summary}).request["messages"][1] == out.request["messages"][1]
+        from litellm_governance import govern_request
+
+        again = govern_request(out.request, config=self.CONFIG)
+        assert not again.report.changed
+
+    def test_a_cut_points_own_summary_waits_for_the_next_cut(self) -> None:
+        """The summary written for this very cut point changes nothing until the cut moves."""
+        (_, first), *_ = self.cut_points()
+        out = self.governed(self.cut_points()[0][0], {first.key: "A summary."})
+        assert out.report.steps.get("noted") == 1 and "summarized" not in out.report.steps
+
+    def test_a_summary_too_long_for_the_notes_room_is_not_used(self) -> None:
+        """The note's room (a tenth of the budget) bounds the summary too: a longer one gives way to the note."""
+        (_, first), (rounds, _), *_ = self.cut_points()
+        out = self.governed(rounds, {first.key: "word " * 5_000})
+        assert out.report.steps.get("noted") == 1
+
+    def test_the_transcript_names_each_call_and_the_start_of_its_result(self) -> None:
+        """What the summary model reads: who said what, each call, the head of each result."""
+        from litellm_governance._trace import transcript
+
+        (_, first), *_ = self.cut_points()
+        last = [m for m in first.messages if m.get("tool_calls")][-1]["tool_calls"][0]["id"]  # c<n>
+        text = transcript(first.messages)
+        assert f'[assistant calls] Read(file_path="src/m{last[1:]}.py")' in text
+        assert f'[result of Read(file_path="src/m{last[1:]}.py")] {last[1:]} = compute' in text
+        assert len(text) <= 60_001  # the newest of it, when it is longer

@@ -67,3 +67,18 @@ def test_quick_cache_replay_prints_its_table(capsys: pytest.CaptureFixture[str])
     assert "| window | mode | reuse |" in out
     rows = [line for line in out.splitlines() if line.startswith("| 16k") or line.startswith("| 24k")]
     assert len(rows) == 4 and all(row.split("|")[5].strip() == "0" for row in rows)
+
+
+@pytest.mark.litellm
+def test_summary_bench_runs_and_the_summaries_keep_the_prompt_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/summary.py --quick prints both tables; summaries that roll from one cut point to the
+    next leave prefix reuse where the note alone has it (no timing is asserted)."""
+    from bench import summary
+
+    assert summary.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "| with summary_model (summaries written in the background) |" in out
+    note_only = summary.replay_reuse(120, summaries=False)
+    rolling = summary.replay_reuse(120, summaries=True)
+    assert rolling[2] > 0, "the replay must use summaries"
+    assert rolling[0] >= note_only[0] - 0.005

@@ -18,6 +18,7 @@ from .learning import Learning, usage_of, usage_of_log_event
 from .passes import Stage, run_pass
 from .reporting import header
 from .routing import deployment_target, group_target, translated_later
+from .summaries import Summaries
 
 __all__ = ["GovernanceHook"]
 
@@ -42,6 +43,7 @@ class GovernanceHook(CustomLogger):
         self._from_settings_source: object = None
         self._failures = Failures()
         self._learning = Learning()
+        self._summaries = Summaries()
         self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
 
     @property
@@ -98,7 +100,16 @@ class GovernanceHook(CustomLogger):
             return None
         if not config.enabled:
             return None
-        return await run_pass(request, stage, fmt, config, target_of, learning=self._learning, failures=self._failures)
+        return await run_pass(
+            request,
+            stage,
+            fmt,
+            config,
+            target_of,
+            learning=self._learning,
+            failures=self._failures,
+            summaries=self._summaries,
+        )
 
     # ---- calibration: learning from the provider's answers ---------------------------------------
     # The deployment-level hooks fire inline, with the request as sent (LiteLLM 1.100 and later for

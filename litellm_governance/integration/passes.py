@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -20,6 +20,7 @@ from .fields import HISTORY, METADATA, call_id_of
 from .learning import Learning, Ratio
 from .overrides import bounded_window, request_overrides
 from .reporting import log_report, record, with_notes
+from .summaries import SUMMARY_MARKER, Summaries
 
 __all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "run_pass"]
 
@@ -66,10 +67,13 @@ async def run_pass(
     *,
     learning: Learning,
     failures: Failures,
+    summaries: Summaries | None = None,
 ) -> dict[str, Any] | None:
     """Govern `request` (in format `fmt`) for the deployment `target_of` names: the governed request,
     or None when it goes on unchanged. Fails open (or closed: see `Failures`)."""
     metadata = request.get(METADATA[fmt])
+    if isinstance(metadata, dict) and metadata.get(SUMMARY_MARKER):
+        return None  # the plugin's own summary request: nothing to govern
     state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
     previous = state if isinstance(state, PassState) else None
     # Only the proxy runs two passes; only there is the pass state kept (in the proxy's own
@@ -98,7 +102,8 @@ async def run_pass(
                 learning.remember_sent(request, fmt, call_id, ratio.key, previous.pre_call_report, replace=False)
             return None
         learning.forget(call_id)
-        governed = await _govern(request, fmt, config, target, ratio)
+        ready = summaries.ready if summaries is not None and config.summary_model else None
+        governed = await _govern(request, fmt, config, target, ratio, summaries=ready)
     except ConfigError as exc:
         where = target.describe() if target is not None else "the request"
         error = ConfigError(f"{where}: {exc.redacted}")
@@ -131,7 +136,15 @@ async def run_pass(
         )
     if ratio is not None:
         learning.remember_sent(updated, fmt, call_id, ratio.key, report)
+    if summaries is not None and config.summary_model and governed.cut is not None and report.cache_stable:
+        summaries.schedule(governed.cut, config.summary_model, _summary_tokens(report))
     return updated if updated is not request else None
+
+
+def _summary_tokens(report: GovernanceReport) -> int:
+    """What a summary may take: the note's share of the budget (less its frame), within bounds."""
+    budget = report.budget or 0
+    return max(100, min(2_000, budget // 10 - 60))
 
 
 def _known_window(config: GovernanceConfig, target: Deployment) -> int | None:
@@ -142,7 +155,13 @@ def _known_window(config: GovernanceConfig, target: Deployment) -> int | None:
 
 
 async def _govern(
-    request: dict[str, Any], fmt: Format, config: GovernanceConfig, target: Deployment, ratio: Ratio | None
+    request: dict[str, Any],
+    fmt: Format,
+    config: GovernanceConfig,
+    target: Deployment,
+    ratio: Ratio | None,
+    *,
+    summaries: Mapping[str, str] | None,
 ) -> GovernedRequest:
     run = functools.partial(
         govern_request,
@@ -154,6 +173,7 @@ async def _govern(
         model_info=target.model_info,
         token_ratio=ratio.value if ratio is not None else None,
         ratio_source=ratio.source if ratio is not None else None,
+        summaries=summaries,
     )
     # Big requests are governed off the event loop, so other requests are not held up.
     big = _approximate_chars(request.get(HISTORY[fmt])) > OFF_LOOP_CHARS

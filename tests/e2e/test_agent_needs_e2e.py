@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,3 +165,69 @@ def test_codex_keeps_its_newest_output(proxy: ProxyProcess, upstreams: dict[str,
     got = upstreams["openai"].bodies(kind="responses")[-1]["input"]
     assert got[-1] == items[-1]
     assert responses_problems(got) == []
+
+
+def test_a_summary_model_of_the_proxy_writes_the_cut_turns_summary(proxy_factory: ProxyFactory) -> None:
+    """``summary_model: summariser`` (a model group of the same proxy): the first request goes out
+    with the note; a summary request reaches the summariser's upstream in the background, and once
+    the cut point moves the note opens with that summary."""
+    summary = "The agent read the modules m0 to m40 looking for the parser bug."
+
+    def reply(body: Any) -> str:
+        first = (body.get("messages") or [{}])[0]
+        return summary if "Summarize them for the agent" in str(first.get("content")) else "ok"
+
+    def session(rounds: int) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "go"},
+        ]
+        for i in range(rounds):
+            arguments = json.dumps({"file_path": f"src/m{i}.py"})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": arguments}}
+                    ],
+                }
+            )
+            messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"{i} = compute()\n" * 90})
+        return messages
+
+    with RecordingUpstream(reply=reply) as upstream:
+        base = upstream.base_url
+        proxy = proxy_factory(
+            model_list=[
+                {
+                    "model_name": "glm-10k",
+                    "litellm_params": {"model": "zai/glm-4.6", "api_base": base, "api_key": "x"},
+                    "model_info": {"max_input_tokens": 10_000},
+                },
+                {
+                    "model_name": "summariser",
+                    "litellm_params": {"model": "openai/summ", "api_base": base, "api_key": "x"},
+                },
+            ],
+            callback_settings={"governance": {"summary_model": "summariser", "cache_stable": True}},
+        )
+        seen: list[str] = []
+        with proxy.client() as client:
+            for rounds in range(60, 200):
+                response = client.post("/v1/chat/completions", json={"model": "glm-10k", "messages": session(rounds)})
+                assert response.status_code == 200, response.text[:300]
+                seen.append(upstream.bodies(model="glm-4.6")[-1]["messages"][1]["content"])
+                if summary in seen[-1]:
+                    break
+                time.sleep(0.05)
+        assert "[Context note: " in seen[0]
+        assert summary in seen[-1] and "[Context summary: " in seen[-1]
+        asked = [
+            b
+            for b in upstream.bodies(model="summ")
+            if "Summarize them for the agent" in str(b["messages"][0]["content"])
+        ]
+        assert asked and all(
+            b.get("metadata") is None or "_governance_summary" not in str(b.get("metadata")) for b in asked
+        )

@@ -1,0 +1,178 @@
+"""Summaries of cut turns written by a model (``summary_model``), off the request path.
+
+When a cut removes turns, the request carries the deterministic note for them (`_trace`). With
+``summary_model`` set — a model group of the same proxy (or Router), or a model string in the SDK —
+the plugin also asks that model, in the background, for a summary of the cut turns, keyed by the
+cut point (`_trace.CutTurns.key`). No request waits for it: the note is used until the summary is
+ready, the summary from then on for as long as the cut point stays where it is (so the prompt
+cache holds), and a new cut point gets a new summary. Summaries are kept per process and shared
+through the proxy's Redis like calibration (`calibration_store.shared_cache`), under
+`SUMMARY_KEY_PREFIX`, for `SUMMARY_TTL` seconds. A failure changes nothing but a warning (once).
+
+Only requests governed with ``cache_stable`` get summaries: there a cut point lasts many turns;
+with the literal rules it moves on every turn, and a summary would never be used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .._trace import CutTurns, transcript
+from .calibration_store import shared_cache
+from .logonce import LogOnce, where
+
+__all__ = ["SUMMARY_KEY_PREFIX", "SUMMARY_MARKER", "SUMMARY_PROMPT", "Summaries"]
+
+logger = logging.getLogger("litellm_governance")
+
+#: Key of a cut point's summary in the proxy's shared cache, followed by `CutTurns.key`.
+SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v1:"
+#: Seconds a summary lives in the shared cache.
+SUMMARY_TTL: Final = 7 * 24 * 3600
+#: A summary request carries this key in its metadata: the plugin leaves it alone.
+SUMMARY_MARKER: Final = "_governance_summary"
+#: Summaries a process keeps, and summary requests in flight at once (more are not started).
+_KEPT: Final = 1024
+_IN_FLIGHT: Final = 2
+#: Seconds one shared-cache read or write may take, and one summary request.
+_CACHE_TIMEOUT: Final = 0.25
+_REQUEST_TIMEOUT: Final = 120.0
+SUMMARY_PROMPT: Final = (
+    "Earlier turns of an AI agent's session had to be cut from its context window. Summarize them for "
+    "the agent in at most {words} words of plain text: what it was asked, the files it read and changed, "
+    "the commands it ran and what came of them (errors above all), what it found and decided, and what "
+    "is still to do. No preamble."
+)
+
+
+class Summaries:
+    """This process's summaries by cut key, and the background requests that write them."""
+
+    def __init__(self) -> None:
+        self._ready: OrderedDict[str, str] = OrderedDict()
+        self._pending: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._failures = LogOnce(logger, every=60.0)
+
+    @property
+    def ready(self) -> Mapping[str, str]:
+        """The summaries written so far, by cut key (what a pass hands the pipeline)."""
+        return self._ready
+
+    def schedule(self, cut: CutTurns, model: str, max_tokens: int) -> None:
+        """Have `model` summarize `cut` in the background, unless that is done, under way, or too
+        many summaries are under way already."""
+        if cut.key in self._ready or cut.key in self._pending or len(self._pending) >= _IN_FLIGHT:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a synchronous caller: nothing runs in the background there
+            return
+        self._pending.add(cut.key)
+        task = loop.create_task(self._produce(cut, model, max_tokens))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self) -> None:
+        """Wait for the summaries under way (tests, and a clean shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _keep(self, key: str, summary: str) -> None:
+        self._ready[key] = summary
+        self._ready.move_to_end(key)
+        while len(self._ready) > _KEPT:
+            self._ready.popitem(last=False)
+
+    async def _produce(self, cut: CutTurns, model: str, max_tokens: int) -> None:
+        try:
+            shared = shared_cache()
+            if shared is not None:
+                cached = await _read(shared, cut.key)
+                if isinstance(cached, str) and cached.strip():
+                    self._keep(cut.key, cached)
+                    return
+            summary = await _ask(model, cut, max_tokens)
+            if summary:
+                self._keep(cut.key, summary)
+                if shared is not None:
+                    await _write(shared, cut.key, summary)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a summary never breaks anything: the note stays
+            # Type and code location only: an exception's text may quote the conversation.
+            self._failures.log(
+                ("summary", type(exc).__name__),
+                logging.WARNING,
+                "summary of cut turns by %s failed (%s at %s): the note stays in their place",
+                model,
+                type(exc).__name__,
+                where(exc),
+            )
+        finally:
+            self._pending.discard(cut.key)
+
+
+async def _ask(model: str, cut: CutTurns, max_tokens: int) -> str | None:
+    """The summary `model` writes of `cut`: through the proxy's Router when it has that model
+    group, else LiteLLM's SDK with `model` as the model string."""
+    words = max(50, max_tokens * 2 // 3)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": SUMMARY_PROMPT.format(words=words)},
+            {"role": "user", "content": _what_to_summarize(cut)},
+        ],
+        "max_tokens": max_tokens,
+        "metadata": {SUMMARY_MARKER: True},
+    }
+    router = _proxy_router()
+    if router is not None and model in (getattr(router, "model_names", None) or ()):
+        response = await asyncio.wait_for(router.acompletion(**kwargs), _REQUEST_TIMEOUT)
+    else:
+        import litellm
+
+        response = await asyncio.wait_for(litellm.acompletion(**kwargs), _REQUEST_TIMEOUT)
+    choices = getattr(response, "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
+    text = getattr(message, "content", None)
+    return text.strip() if isinstance(text, str) and text.strip() else None
+
+
+def _what_to_summarize(cut: CutTurns) -> str:
+    """The cut turns as text — after the summary of the turns cut before them, if there is one
+    (summaries roll: each builds on the last)."""
+    turns = transcript(cut.messages)
+    if not cut.previous:
+        return turns
+    return f"Summary of the earlier turns:\n{cut.previous}\n\nThe turns after them:\n{turns}"
+
+
+def _proxy_router() -> Any:
+    server = sys.modules.get("litellm.proxy.proxy_server")
+    return getattr(server, "llm_router", None) if server is not None else None
+
+
+async def _read(cache: Any, key: str) -> object:
+    try:
+        return await asyncio.wait_for(cache.async_get_cache(SUMMARY_KEY_PREFIX + key), _CACHE_TIMEOUT)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - the shared cache is optional: ask the model instead
+        return None
+
+
+async def _write(cache: Any, key: str, summary: str) -> None:
+    try:
+        await asyncio.wait_for(
+            cache.async_set_cache(SUMMARY_KEY_PREFIX + key, summary, ttl=SUMMARY_TTL), _CACHE_TIMEOUT
+        )
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - kept in this process anyway
+        return
