@@ -90,12 +90,17 @@ class CallInfo:
 
     def describe(self) -> str:
         """``Read(file_path="src/app.py")``, or ``Read()`` when the call has no main argument."""
-        shown = []
-        if self.command is not None:
-            shown.append(f"command={json.dumps(self.command, ensure_ascii=False)}")
-        if self.key is not None and self.value is not None:
-            shown.append(f"{self.key}={json.dumps(self.value, ensure_ascii=False)}")
-        return f"{self.name}({', '.join(shown)})"
+        return _describe(self.name, self.command, self.key, self.value)
+
+
+@lru_cache(maxsize=8192)
+def _describe(name: str, command: str | None, key: str | None, value: str | None) -> str:
+    shown = []
+    if command is not None:
+        shown.append(f"command={json.dumps(command, ensure_ascii=False)}")
+    if key is not None and value is not None:
+        shown.append(f"{key}={json.dumps(value, ensure_ascii=False)}")
+    return f"{name}({', '.join(shown)})"
 
 
 def shorten(text: str, limit: int = ARGUMENT_CHARS) -> str:
@@ -191,6 +196,24 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, CallInfo]:
 def describe_size(content: object) -> str:
     """A result's size the way an agent reads it: ``412 lines``, ``85 characters`` (one line),
     ``2 images``; for blocks, their text and the other blocks counted by type."""
+    if type(content) is str and len(content) >= _CACHED_SIZE:
+        # Agents resend the same outputs: remembered by (length, hash) — never the text itself.
+        key = (len(content), hash(content))
+        size = _SIZES.get(key)
+        if size is None:
+            if len(_SIZES) >= _SIZES_KEPT:
+                _SIZES.clear()
+            size = _SIZES[key] = _describe_size(content)
+        return size
+    return _describe_size(content)
+
+
+_CACHED_SIZE: Final = 2_000
+_SIZES_KEPT: Final = 65_536
+_SIZES: dict[tuple[int, int], str] = {}
+
+
+def _describe_size(content: object) -> str:
     texts: list[str] = []
     others: dict[str, int] = {}
     if isinstance(content, str):
@@ -248,5 +271,8 @@ def looks_like_error(result: Message) -> bool:
     head = content[:2_000]
     if _ERROR_START.match(head):
         return True
-    code = _EXIT_CODE.search(head) or _EXIT_CODE.search(content[-500:])
+    tail = content[-500:]
+    if not any(mark in part for part in (head, tail) for mark in ("xit", "XIT")):
+        return False  # no exit code stated (most results): the search below is the slow part
+    code = _EXIT_CODE.search(head) or _EXIT_CODE.search(tail)
     return code is not None and code.group(1) != "0"

@@ -122,7 +122,7 @@ class StableShrink:
         # contents are cached by text, so this is a lookup per result on the warm path).
         saving = [
             ctx.counter.content(messages[c.index].get("content"))
-            - ctx.counter.text(compact(messages[c.index], c)["content"])
+            - ctx.counter.short(compact(messages[c.index], c)["content"])
             for c in candidates
         ]
         unit_of = layout.unit_index()

@@ -184,6 +184,16 @@ class TokenCounter:
             self._cache.put(key, count)
         return count
 
+    def short(self, text: str) -> int:
+        """Tokens in `text`, through the cache whatever its length: for the plugin's own short texts
+        (stubs, note lines) that come back on every request of a conversation."""
+        key = (self.encoding_name, len(text), hash(text))
+        count = self._cache.get(key)
+        if count is None:
+            count = self.text(text) if len(text) >= _CACHED_TEXT else self._encode(text)
+            self._cache.put(key, count)
+        return count
+
     def _encode(self, text: str) -> int:
         if self._encoding is None:
             self._encoding = get_encoding(self.encoding_name)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error, shorten
 from ._messages import Message, call_id, is_instruction, origin, tool_calls
@@ -205,7 +205,7 @@ def render_note(
         header = render_summary(text, covered, total=turns)[:-1]  # without its closing bracket
         if lines:
             header += "\nWhat the turns after those did, oldest first (call a tool again to see its output):"
-    costs = [counter.text(text) + _LINE_OVERHEAD for _, text, _ in lines]
+    costs = [counter.short(text) + _LINE_OVERHEAD for _, text, _ in lines]
     budget = allowance - counter.text(header) - _LINE_OVERHEAD
     total = sum(costs)
     folded: dict[str, int] = {}
@@ -239,7 +239,8 @@ def _fold_line(folded: Mapping[str, int]) -> str:
 
 
 class TraceIndex:
-    """The note's lines per unit of a request, and an estimate of the note's size for any cut."""
+    """The note's lines per unit of a request (read on first need: most requests cut nothing), and
+    an estimate of the note's size for any cut."""
 
     def __init__(
         self,
@@ -249,42 +250,60 @@ class TraceIndex:
         counter: TokenCounter,
     ) -> None:
         self.counter = counter
-        calls = calls_by_id(original)
-        results: dict[str, Message] = {}
-        for message in original:
-            ident = message.get("tool_call_id") if message.get("role") == "tool" else None
-            if isinstance(ident, str):
-                results.setdefault(ident, message)
-        #: Lines of each unit (read from `original`: the uncompacted messages at the same indexes).
-        source = original if len(original) == len(messages) else messages
-        self.entries = [unit_entries(source, start, end, calls=calls, results=results) for start, end in units]
+        #: Lines are read from `original` (the uncompacted messages at the same indexes).
+        self._source = original if len(original) == len(messages) else messages
+        self._units = units
+        self._entries: list[list[Entry] | None] = [None] * len(units)
+        self._calls: Mapping[str, CallInfo] | None = None
+        self._results: dict[str, Message] = {}
         self._seen: set[str] = set()
         self._estimate = 0
         self._done = 0
-        self._user_cost = [
-            sum(counter.text(e.text) + _LINE_OVERHEAD for e in entries if e.kind == "user") for entries in self.entries
-        ]
+
+    @property
+    def entries(self) -> _Lines:
+        """The lines of each unit (``entries[unit]``, ``entries[:cut]``)."""
+        return _Lines(self)
+
+    def lines(self, unit: int) -> list[Entry]:
+        """The note's lines for `unit`."""
+        found = self._entries[unit]
+        if found is None:
+            if self._calls is None:
+                self._calls = calls_by_id(self._source)
+                for message in self._source:
+                    ident = message.get("tool_call_id") if message.get("role") == "tool" else None
+                    if isinstance(ident, str):
+                        self._results.setdefault(ident, message)
+            start, end = self._units[unit]
+            found = self._entries[unit] = unit_entries(
+                self._source, start, end, calls=self._calls, results=self._results
+            )
+        return found
+
+    def _user_cost(self, unit: int) -> int:
+        return sum(self.counter.short(e.text) + _LINE_OVERHEAD for e in self.lines(unit) if e.kind == "user")
 
     def estimate(self, cut: int, anchor: int) -> int:
         """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
         kept. Cuts must be asked for in increasing order."""
         while self._done < cut:
-            for entry in self.entries[self._done]:
+            for entry in self.lines(self._done):
                 if entry.key is not None and entry.key in self._seen:
                     self._estimate += 3  # a repeat adds its count to an existing line
                     continue
                 if entry.key is not None:
                     self._seen.add(entry.key)
-                self._estimate += self.counter.text(entry.text) + _LINE_OVERHEAD
+                self._estimate += self.counter.short(entry.text) + _LINE_OVERHEAD
             self._done += 1
         if self._estimate == 0:
             return 0
-        user = self._user_cost[anchor] if 0 <= anchor < cut else 0
+        user = self._user_cost(anchor) if 0 <= anchor < cut else 0
         return self._estimate - user + _FRAME_TOKENS
 
     def entries_before(self, cut: int, anchor: int) -> list[Entry]:
         """The lines of every unit before `cut` but the kept `anchor`, oldest first."""
-        return [e for unit in range(cut) if unit != anchor for e in self.entries[unit]]
+        return [e for unit in range(cut) if unit != anchor for e in self.lines(unit)]
 
     def turns_before(self, cut: int, messages: Sequence[Message], units: Sequence[tuple[int, int]]) -> int:
         """Assistant turns among the units before `cut`."""
@@ -377,3 +396,18 @@ def _said_full(content: object) -> str:
                 texts.append(_said_full(part.get("content")))
         return "\n".join(t for t in texts if t).strip()
     return ""
+
+
+class _Lines:
+    """``TraceIndex.entries`` as a sequence: each unit's lines, read on first need."""
+
+    def __init__(self, index: TraceIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, slice):
+            return [self._index.lines(unit) for unit in range(*key.indices(len(self._index._units)))]
+        return self._index.lines(key)
+
+    def __len__(self) -> int:
+        return len(self._index._units)
