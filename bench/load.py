@@ -1,0 +1,186 @@
+"""The plugin under load: many agent sessions at once through a real proxy, with and without it.
+
+    python bench/load.py            # 48 sessions, 24 at once, two rounds (a few minutes)
+    python bench/load.py --quick    # 8 sessions, 4 at once
+
+Two real ``litellm --config`` proxies (with the plugin and without), one local upstream that
+answers at once. Each session is an agent loop that grows by one tool round per request — half
+of them chat completions to GLM, half Claude Code's ``/v1/messages`` to Claude, both at a 32k
+window — and `--concurrency` sessions run at a time. Both proxies get the same sessions, run
+side by side so the machine's load falls on both alike. Reported: p50 and p95 of the client-side
+latency per proxy and their ratio, and each proxy's resident memory after a first and a second
+round of fresh sessions (flat: nothing grows with the sessions served).
+
+Targets (issue "Claude Code and Codex requests as fast as chat ones"): p95 with the plugin at
+most 1.05 times without; memory flat over the second round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.agent_shapes import to_claude_code
+from bench.sessions import make_session, make_tools, next_round
+from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy
+
+WINDOW = 32_768
+
+
+def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
+    models = [
+        {
+            "model_name": "glm",
+            "litellm_params": {"model": "zai/glm-4.6", "api_base": upstream.base_url, "api_key": "sk-local"},
+            "model_info": {"max_input_tokens": WINDOW},
+        },
+        {
+            "model_name": "claude",
+            "litellm_params": {
+                "model": "anthropic/claude-sonnet-4-5-20250929",
+                "api_base": upstream.root_url,
+                "api_key": "sk-local",
+            },
+            "model_info": {"max_input_tokens": WINDOW},
+        },
+    ]
+    settings: dict[str, object] = {"num_retries": 0}
+    if plugin:
+        settings["callbacks"] = "litellm_governance.proxy_handler_instance"
+    return {"model_list": models, "litellm_settings": settings}
+
+
+def rss_mib(proxy: ProxyProcess) -> float:
+    """Resident memory of the proxy process (and its children), in MiB."""
+    pids = [proxy.process.pid]
+    try:
+        children = Path(f"/proc/{proxy.process.pid}/task/{proxy.process.pid}/children").read_text().split()
+        pids += [int(p) for p in children]
+    except OSError:
+        pass
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+async def session(client: Any, proxy: ProxyProcess, index: int, turns: int, start: int) -> list[float]:
+    """One agent loop of `turns` requests; the latency of each."""
+    history = make_session(start, seed=1000 + index)
+    claude = index % 2 == 1
+    times = []
+    for _ in range(turns):
+        history = next_round(history, seed=1000 + index)
+        if claude:
+            route, body = "/v1/messages", {"model": "claude", "max_tokens": 1024, **to_claude_code(history)}
+        else:
+            route, body = "/v1/chat/completions", {"model": "glm", "messages": history, "tools": make_tools()}
+        began = time.perf_counter()
+        response = await client.post(proxy.url(route), json=body, headers=proxy.headers)
+        times.append(time.perf_counter() - began)
+        if response.status_code != 200:
+            raise SystemExit(f"{proxy.base_url} answered {response.status_code}: {response.text[:300]}")
+    return times
+
+
+async def run_round(
+    proxy: ProxyProcess, sessions: int, concurrency: int, turns: int, start: int, offset: int
+) -> list[float]:
+    import httpx
+
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency * 2)
+    async with httpx.AsyncClient(timeout=300, trust_env=False, limits=limits) as client:
+
+        async def one(index: int) -> list[float]:
+            async with gate:
+                return await session(client, proxy, offset + index, turns, start)
+
+        results = await asyncio.gather(*(one(i) for i in range(sessions)))
+    return [t for times in results for t in times]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def compare(
+    proxies: dict[str, ProxyProcess], sessions: int, concurrency: int, turns: int, start: int, offset: int
+) -> dict[str, list[float]]:
+    """The same round on both proxies at once (so background load falls on both alike)."""
+    names = list(proxies)
+    results = await asyncio.gather(
+        *(run_round(proxies[n], sessions, concurrency // 2 or 1, turns, start, offset) for n in names)
+    )
+    return dict(zip(names, results, strict=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sessions", type=int, default=48)
+    parser.add_argument("--concurrency", type=int, default=24, help="sessions at once, both proxies together")
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--start", type=int, default=300, help="messages each session starts with")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions, args.concurrency, args.turns, args.start = 8, 4, 3, 150
+    plan = Plan(args.sessions, args.concurrency // 2 or 1, args.turns, args.start)
+    with (
+        RecordingUpstream() as upstream,
+        tempfile.TemporaryDirectory() as tmp,
+        start_proxy(config(upstream, True), workdir=Path(tmp) / "with", name="with") as with_plugin,
+        start_proxy(config(upstream, False), workdir=Path(tmp) / "without", name="without") as without,
+    ):
+        proxies = {"with": with_plugin, "without": without}
+        before = {n: rss_mib(p) for n, p in proxies.items()}
+        first = asyncio.run(compare(proxies, plan, 0))
+        after_first = {n: rss_mib(p) for n, p in proxies.items()}
+        second = asyncio.run(compare(proxies, plan, 10_000))
+        after_second = {n: rss_mib(p) for n, p in proxies.items()}
+    flag = " --quick" if args.quick else ""
+    print(f"# Load (`python bench/load.py{flag}`)\n")
+    print(
+        f"{args.sessions} sessions per proxy and round ({args.concurrency // 2 or 1} at once per proxy, both proxies "
+        f"together), {args.turns} requests each, histories from {args.start} messages; half chat to GLM, half "
+        f"/v1/messages to Claude, {WINDOW // 1024}k windows; two rounds of fresh sessions.\n"
+    )
+    print("| proxy | requests | p50 | p95 | p50 ratio | p95 ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    times = {n: first[n] + second[n] for n in proxies}
+    base50, base95 = statistics.median(times["without"]), percentile(times["without"], 0.95)
+    for name in ("without", "with"):
+        p50, p95 = statistics.median(times[name]), percentile(times[name], 0.95)
+        print(
+            f"| {name} plugin | {len(times[name])} | {p50 * 1000:.0f} ms | {p95 * 1000:.0f} ms | {p50 / base50:.2f} | {p95 / base95:.2f} |"
+        )
+    print()
+    print("| proxy | memory at start | after round 1 | after round 2 | round 2 - round 1 |")
+    print("|---|---:|---:|---:|---:|")
+    for name in ("without", "with"):
+        print(
+            f"| {name} plugin | {before[name]:.0f} MiB | {after_first[name]:.0f} MiB | {after_second[name]:.0f} MiB | "
+            f"{after_second[name] - after_first[name]:+.0f} MiB |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
