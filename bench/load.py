@@ -99,20 +99,28 @@ async def session(client: Any, proxy: ProxyProcess, index: int, turns: int, star
     return times
 
 
-async def run_round(
-    proxy: ProxyProcess, sessions: int, concurrency: int, turns: int, start: int, offset: int
-) -> list[float]:
+@dataclass(frozen=True)
+class Plan:
+    """A round: how many sessions per proxy, how many at once, their length and starting size."""
+
+    sessions: int
+    concurrency: int
+    turns: int
+    start: int
+
+
+async def run_round(proxy: ProxyProcess, plan: Plan, offset: int) -> list[float]:
     import httpx
 
-    gate = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency * 2)
+    gate = asyncio.Semaphore(plan.concurrency)
+    limits = httpx.Limits(max_connections=plan.concurrency * 2)
     async with httpx.AsyncClient(timeout=300, trust_env=False, limits=limits) as client:
 
         async def one(index: int) -> list[float]:
             async with gate:
-                return await session(client, proxy, offset + index, turns, start)
+                return await session(client, proxy, offset + index, plan.turns, plan.start)
 
-        results = await asyncio.gather(*(one(i) for i in range(sessions)))
+        results = await asyncio.gather(*(one(i) for i in range(plan.sessions)))
     return [t for times in results for t in times]
 
 
@@ -121,14 +129,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def compare(
-    proxies: dict[str, ProxyProcess], sessions: int, concurrency: int, turns: int, start: int, offset: int
-) -> dict[str, list[float]]:
+async def compare(proxies: dict[str, ProxyProcess], plan: Plan, offset: int) -> dict[str, list[float]]:
     """The same round on both proxies at once (so background load falls on both alike)."""
     names = list(proxies)
-    results = await asyncio.gather(
-        *(run_round(proxies[n], sessions, concurrency // 2 or 1, turns, start, offset) for n in names)
-    )
+    results = await asyncio.gather(*(run_round(proxies[n], plan, offset) for n in names))
     return dict(zip(names, results, strict=True))
 
 
@@ -169,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("without", "with"):
         p50, p95 = statistics.median(times[name]), percentile(times[name], 0.95)
         print(
-            f"| {name} plugin | {len(times[name])} | {p50 * 1000:.0f} ms | {p95 * 1000:.0f} ms | {p50 / base50:.2f} | {p95 / base95:.2f} |"
+            f"| {name} plugin | {len(times[name])} | {p50 * 1000:.0f} ms | {p95 * 1000:.0f} ms | "
+            f"{p50 / base50:.2f} | {p95 / base95:.2f} |"
         )
     print()
     print("| proxy | memory at start | after round 1 | after round 2 | round 2 - round 1 |")
