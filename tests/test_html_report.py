@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -370,20 +373,23 @@ class Browser:
     """One headless Chromium with remote debugging on a free port; pages are opened as new targets."""
 
     def __init__(self, chromium: str) -> None:
-        self.profile = tempfile.TemporaryDirectory()
-        self.log = open(Path(self.profile.name) / "stderr.log", "w+b")  # noqa: SIM115 - closed in close()
+        self.profile = Path(tempfile.mkdtemp(prefix="chromium-profile-"))
+        self.log = open(self.profile / "stderr.log", "w+b")  # noqa: SIM115 - closed in close()
+        # Its own process group: close() ends Chromium's helpers (renderer, GPU, crash handler) too, which
+        # go on writing the profile after the browser process itself has exited.
         self.process = subprocess.Popen(
             [
                 chromium,
                 *CHROMIUM_FLAGS,
-                f"--user-data-dir={self.profile.name}",
+                f"--user-data-dir={self.profile}",
                 "--remote-debugging-port=0",
                 "about:blank",
             ],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
+            start_new_session=True,
         )
-        active = Path(self.profile.name) / "DevToolsActivePort"
+        active = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (active.exists() and len(active.read_text().split()) >= 2):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -394,14 +400,93 @@ class Browser:
         self.url = f"ws://127.0.0.1:{port}{path}"
 
     def close(self) -> None:
-        self.process.terminate()
+        """End the browser and every helper process it started, then remove the profile: helpers that
+        outlive the browser keep writing it for a moment (``Directory not empty: 'Default'``)."""
+        group = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
             self.process.wait()
+        deadline = time.monotonic() + 5
+        while group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)  # a helper that ignored SIGTERM
         self.log.close()
-        self.profile.cleanup()
+        remove_tree(self.profile)
+
+
+def group_alive(group: int) -> bool:
+    """Whether a process of process group `group` still runs (zombies waiting for a parent to reap
+    them write nothing and do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # pragma: no cover - not Linux: any member, zombie or not
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == group and fields[0] not in "ZX":
+            return True
+    return False
+
+
+def remove_tree(path: Path, attempts: int = 20) -> None:
+    """``shutil.rmtree`` that retries while something still writes into the tree, then gives up quietly
+    (a profile left in the temporary directory is no test failure)."""
+    for _ in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# A stand-in for Chromium: opens a "DevTools port" in its profile and starts a helper (in its process group)
+# that keeps writing the profile after the browser process itself has gone, as Chromium's helpers do.
+FAKE_BROWSER = """
+import os, pathlib, sys, time
+profile = pathlib.Path(next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--user-data-dir=")))
+default = profile / "Default"
+default.mkdir(parents=True, exist_ok=True)
+browser = os.getpid()
+if os.fork() == 0:
+    while os.getppid() == browser:
+        time.sleep(0.001)
+    end, n = time.monotonic() + 5, 0
+    while time.monotonic() < end:
+        n += 1
+        (default / f"journal-{n % 64}").write_text("x")
+    os._exit(0)
+(profile / "DevToolsActivePort").write_text("9222\\n/devtools/browser/fake\\n")
+time.sleep(60)
+"""
+
+
+def test_closing_the_browser_removes_its_profile_while_helpers_still_write(tmp_path: Path) -> None:
+    """The fixture's teardown ends the helpers too and removes the profile, instead of failing with
+    ``OSError: [Errno 39] Directory not empty: 'Default'`` (which turned a green run red)."""
+    fake = tmp_path / "fake-chromium"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_BROWSER}")
+    fake.chmod(0o755)
+    for _ in range(3):
+        browser = Browser(str(fake))
+        assert browser.url == "ws://127.0.0.1:9222/devtools/browser/fake"
+        browser.close()
+        assert not group_alive(browser.process.pid), "a helper of the browser outlived close()"
+        assert not browser.profile.exists()
 
 
 @pytest.fixture(scope="module")
