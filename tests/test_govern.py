@@ -152,12 +152,14 @@ class TestReport:
         out = govern(agent_loop(40), model=GLM, config=window(16_000, cache_stable=False))
         summary = out.report.summary()
         assert summary.startswith("compacted=") and f"tokens={out.report.tokens_before}->" in summary
-        assert summary.endswith(f"profile=strict; budget={out.report.budget}")
+        assert summary.endswith(f"ratio=1.15 static; profile=strict; budget={out.report.budget}")
 
     def test_summary_of_an_unchanged_request(self) -> None:
         """Nothing changed: the summary says so, not "tokens=10->10"."""
         out = govern([user()], model=GLM, config=window(16_000))
-        assert out.report.summary() == f"unchanged; tokens={out.report.tokens_after}; profile=strict; budget=10880"
+        assert out.report.summary() == (
+            f"unchanged; tokens={out.report.tokens_after}; ratio=1.15 static; profile=strict; budget=10880"
+        )
         assert govern([user()], model="openai/gpt-4o").report.summary().endswith("profile=permissive; budget=122880")
 
     @pytest.mark.litellm

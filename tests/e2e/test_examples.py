@@ -52,7 +52,7 @@ def test_demo(upstream: RecordingUpstream) -> None:
 def test_sdk_quickstart(upstream: RecordingUpstream) -> None:
     """Async (hook) and sync (wrapper) calls both reach the provider governed for GLM."""
     done = run_example("sdk_quickstart.py", upstream)
-    assert "governance: backfilled=1; merged=1; trailing=1" in done.stdout
+    assert "governance: backfilled=1; merged=1; trailing_assistant_dropped=1" in done.stdout
     bodies = upstream.bodies(model="glm-4.6")
     assert len(bodies) == 2 and bodies[0]["messages"] == bodies[1]["messages"]
     assert problems(bodies[0]["messages"], "strict") == []
