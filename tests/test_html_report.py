@@ -13,7 +13,9 @@ import base64
 import contextlib
 import copy
 import hashlib
+import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -271,6 +273,134 @@ def test_header_shows_the_figures() -> None:
     assert all(note in page for note in report["notes"])
     assert "Over budget" not in page and "Over budget" in render_html(load("hostile"))
     assert "not kept ✗" in render_html(load("hostile"))  # the hostile request has no kept task
+
+
+def test_one_set_of_figures_with_a_breakdown() -> None:
+    """The cards, the breakdown and the strips tell one story: the strips' tokens are the system and
+    message parts of the breakdown, whose sum times the ratio is the card's figure; the strips' entries
+    are explained against the body's message count (a Claude Code body: 66 entries for 65 messages)."""
+    from bench.agent_shapes import claude_code_body
+    from litellm_governance import GovernanceConfig
+    from litellm_governance._explain import explain
+
+    body = claude_code_body(160, seed=4)
+    data = explain(body, model="zai/glm-4.6", config=GovernanceConfig(context_window_tokens=16_000)).as_dict()
+    page = render_html(data)
+    report = data["report"]
+    assert f"{report['tokens_before']:,} → {report['tokens_after']:,}" in page
+    table = page.split('id="totals"')[1].split("</table>")[0]
+    for side, key in (("before", "tokens_before"), ("after", "tokens_after")):
+        row = table.split(f'data-side="{side}"')[1].split("</tr>")[0]
+        system, tools, messages, priming, counted = (
+            int(n.replace(",", "")) for n in re.findall(r">([\d,]+)</td>", row)
+        )
+        ratio = float(re.search(r"\u00d7 ([\d.]+)", row).group(1))  # type: ignore[union-attr]
+        tokens = int(re.search(r"<b>([\d,]+)</b>", row).group(1).replace(",", ""))  # type: ignore[union-attr]
+        assert counted == system + tools + messages + priming
+        assert tokens == report[key] == math.ceil(counted * ratio)
+        strip = sum(entry["tokens"] for entry in data[side])
+        assert strip == system + messages
+        title = page.split(f'id="strip-{side}"')[0].rsplit("<h2>", 1)[1]
+        assert f"{len(data[side]):,} entries" in title and f"{strip:,}</span> tokens of system and messages" in title
+    assert len(data["before"]) != report["messages_before"]  # entries are not the body's messages ...
+    assert "messages in the body" in page and "a cell of its own" in page  # ... and the page says why
+
+
+# Colour-vision deficiency: Machado, Oliveira and Fernandes (2009), severity 1, in linear RGB.
+CVD = {
+    "normal vision": ((1, 0, 0), (0, 1, 0), (0, 0, 1)),
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216), (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602), (0.004733, 0.691367, 0.303900)),
+}
+
+
+def lab(colour: str, matrix: Any) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB colour as someone with the given vision sees it."""
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    rgb = [linear(int(colour[i : i + 2], 16) / 255) for i in (1, 3, 5)]
+    r, g, b = (min(1.0, max(0.0, sum(m * v for m, v in zip(row, rgb, strict=True)))) for row in matrix)
+    x, y, z = (
+        (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+        0.2126 * r + 0.7152 * g + 0.0722 * b,
+        (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883,
+    )
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def delta_e2000(one: tuple[float, float, float], two: tuple[float, float, float]) -> float:
+    """CIEDE2000 colour difference (Sharma, Wu and Dalal 2005)."""
+    (l1, a1, b1), (l2, a2, b2) = one, two
+    c_mean = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - math.sqrt(c_mean**7 / (c_mean**7 + 25**7)))
+    a1p, a2p = (1 + g) * a1, (1 + g) * a2
+    c1, c2 = math.hypot(a1p, b1), math.hypot(a2p, b2)
+    h1, h2 = math.degrees(math.atan2(b1, a1p)) % 360, math.degrees(math.atan2(b2, a2p)) % 360
+    dh = 0.0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
+    d_l, d_c, d_h = l2 - l1, c2 - c1, 2 * math.sqrt(c1 * c2) * math.sin(math.radians(dh / 2))
+    l_mean, c_mean_p = (l1 + l2) / 2, (c1 + c2) / 2
+    if c1 * c2 == 0:
+        h_mean = h1 + h2
+    elif abs(h1 - h2) <= 180:
+        h_mean = (h1 + h2) / 2
+    else:
+        h_mean = (h1 + h2 + 360) / 2 if h1 + h2 < 360 else (h1 + h2 - 360) / 2
+    t = (
+        1
+        - 0.17 * math.cos(math.radians(h_mean - 30))
+        + 0.24 * math.cos(math.radians(2 * h_mean))
+        + 0.32 * math.cos(math.radians(3 * h_mean + 6))
+        - 0.20 * math.cos(math.radians(4 * h_mean - 63))
+    )
+    s_l = 1 + 0.015 * (l_mean - 50) ** 2 / math.sqrt(20 + (l_mean - 50) ** 2)
+    s_c, s_h = 1 + 0.045 * c_mean_p, 1 + 0.015 * c_mean_p * t
+    r_t = (
+        -math.sin(math.radians(60 * math.exp(-(((h_mean - 275) / 25) ** 2))))
+        * 2
+        * math.sqrt(c_mean_p**7 / (c_mean_p**7 + 25**7))
+    )
+    return math.sqrt((d_l / s_l) ** 2 + (d_c / s_c) ** 2 + (d_h / s_h) ** 2 + r_t * (d_c / s_c) * (d_h / s_h))
+
+
+def test_the_colour_difference_is_the_standard_one() -> None:
+    """Sharma et al.'s test pairs (CIELAB in, CIEDE2000 out)."""
+    for one, two, expected in (
+        ((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485), 2.0425),
+        ((50.0, -1.0, 2.0), (50.0, 0.0, 0.0), 2.3669),
+        ((50.0, 2.5, 0.0), (73.0, 25.0, -18.0), 27.1492),
+        ((22.7233, 20.0904, -46.694), (23.0331, 14.973, -42.5619), 2.0373),
+    ):
+        assert delta_e2000(one, two) == pytest.approx(expected, abs=1e-4)
+
+
+# Below this CIEDE2000 difference two small cells are hard to tell apart.
+DISTINCT = 10.0
+
+
+@pytest.mark.parametrize("vision", list(CVD))
+def test_the_palette_is_colour_blind_safe(vision: str) -> None:
+    """Every colour of the page (one per kind of fate, and the one for unknown fates) is at least
+    CIEDE2000 10 from every other, in normal vision and under each full colour-vision deficiency;
+    kept and backfilled cells, which were two close greens, differ in colour."""
+    from litellm_governance._html import FATE_COLOURS, KIND_COLOURS, OTHER_COLOUR
+
+    colours = {**KIND_COLOURS, "other": OTHER_COLOUR}
+    close = [
+        (a, b, round(delta_e2000(lab(colours[a], CVD[vision]), lab(colours[b], CVD[vision])), 1))
+        for a, b in itertools.combinations(colours, 2)
+        if delta_e2000(lab(colours[a], CVD[vision]), lab(colours[b], CVD[vision])) < DISTINCT
+    ]
+    assert close == []
+    assert set(FATE_COLOURS.values()) <= set(KIND_COLOURS.values())
+    assert FATE_COLOURS["kept"] != FATE_COLOURS["backfilled"]
+    assert FATE_COLOURS["snipped"] != FATE_COLOURS["compacted"] != FATE_COLOURS["orphans_dropped"]
 
 
 def big_explain(n: int = 2_000) -> dict[str, Any]:
