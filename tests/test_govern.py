@@ -290,6 +290,16 @@ class TestBadInput:
         with pytest.raises(ConfigError, match="profile must be one of"):
             GovernanceConfig(profile="lenient")
 
+    def test_the_start_up_line_shows_effective_values(self) -> None:
+        """`describe()` (the proxy's start-up line) says what applies, as the README's table does,
+        never ``compact_batch=None``."""
+        described = GovernanceConfig().describe()
+        assert "compact_batch=1 (20 with cache_stable)" in described and "snip_watermark=derived" in described
+        assert "profile=from the provider" in described and "context_window_tokens=the model's" in described
+        assert "None" not in described
+        chosen = GovernanceConfig(compact_batch=5, snip_watermark=0.5, profile="strict").describe()
+        assert "compact_batch=5" in chosen and "snip_watermark=0.5" in chosen and "profile=strict" in chosen
+
     def test_input_is_never_mutated(self) -> None:
         """Every repair works on copies."""
         messages = [user(), calling("a", "a"), result("a"), user("x"), user("y"), assistant("z")]
