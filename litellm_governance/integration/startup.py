@@ -17,6 +17,7 @@ from .._models import import_litellm
 from .._profiles import PROFILES
 from .fields import SETTINGS_KEY
 from .hook import GovernanceHook
+from .metrics import metrics
 from .reporting import logger
 
 __all__ = [
@@ -55,9 +56,10 @@ def proxy_instance() -> GovernanceHook:
     from .. import __version__
 
     logger.info(
-        "litellm-governance %s active (chat, /v1/messages, /v1/responses): %s",
+        "litellm-governance %s active (chat, /v1/messages, /v1/responses): %s; %s",
         __version__,
         hook.config.describe(),
+        metrics().describe(),
     )
     _validate_proxy_models_soon()
     return hook
