@@ -67,3 +67,25 @@ def test_quick_cache_replay_prints_its_table(capsys: pytest.CaptureFixture[str])
     assert "| window | mode | reuse |" in out
     rows = [line for line in out.splitlines() if line.startswith("| 16k") or line.startswith("| 24k")]
     assert len(rows) == 4 and all(row.split("|")[5].strip() == "0" for row in rows)
+
+
+@pytest.mark.litellm
+def test_metrics_benchmark_prints_its_table() -> None:
+    """bench/metrics.py --quick measures the metrics' cost per request, in one process and in
+    multi-process mode, and prints its table (no timing is asserted)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("prometheus_client")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "metrics.py"), "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| one process |" in done.stdout and "| PROMETHEUS_MULTIPROC_DIR (multi-worker) |" in done.stdout
+    assert "metric calls per request:" in done.stdout
