@@ -291,7 +291,7 @@ def test_without_prometheus_client_no_metrics_and_no_error() -> None:
     done = run_python(WITHOUT_PROMETHEUS)
     assert done.returncode == 0, done.stderr[-2000:]
     startup = next(line for line in done.stdout.splitlines() if "litellm-governance" in line and "active" in line)
-    assert "metrics off (prometheus_client is not installed)" in startup
+    assert "metrics: off (prometheus_client is not installed)" in startup
     assert "governed: True" in done.stdout
     assert "Traceback" not in done.stderr and "metrics skipped" not in done.stdout + done.stderr
 

@@ -227,9 +227,9 @@ class Metrics:
     def describe(self) -> str:
         """For the start-up line: whether metrics are recorded, and how they are served."""
         if not self.available:
-            return "metrics off (prometheus_client is not installed)"
-        mode = ", multi-process" if self.multiprocess else ""
-        return f'metrics on (litellm_governance_* on /metrics with callbacks: ["prometheus", ...]{mode})'
+            return "metrics: off (prometheus_client is not installed)"
+        mode = " (multi-process)" if self.multiprocess else ""
+        return f'metrics: litellm_governance_* recorded{mode}, served on /metrics when callbacks include "prometheus"'
 
     # ---- what is recorded ------------------------------------------------------------------------
 

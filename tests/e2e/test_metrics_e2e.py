@@ -142,7 +142,7 @@ def test_metrics_match_the_headers(proxy_factory: ProxyFactory, upstream: Record
     check_against_the_headers(samples, outcomes, tokens)
     assert any(name.startswith("litellm_") and "governance" not in name for name, _ in samples)  # LiteLLM's own
     startup = [line for line in proxy.log_tail(400).splitlines() if "litellm-governance" in line and "active" in line]
-    assert startup and "metrics on" in startup[0]
+    assert startup and "metrics: litellm_governance_* recorded" in startup[0]
 
 
 def test_metrics_with_two_workers(
