@@ -165,7 +165,9 @@ def test_metrics_with_two_workers(
     assert len({dict(labels)["deployment"] for labels in ratios}) == len(ratios)
     for _ in range(4):  # each scrape, whichever worker answers it, sees every worker's samples
         assert _only_litellm_moved(scrape(proxy), samples)
-    assert len({p.name.rsplit("_", 1)[-1] for p in multiproc.glob("*.db")}) >= 2  # two workers run
+    started = [line for line in proxy.log_tail(2_000).splitlines() if "litellm-governance" in line and "active" in line]
+    assert len(started) == 2 and all("(multi-process)" in line for line in started)  # one per worker
+    assert list(multiproc.glob("*.db"))  # the workers' samples live in the shared directory
 
 
 def _only_litellm_moved(now: dict[Any, float], before: dict[Any, float]) -> bool:
