@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/proxy_latency.py
+	$(BIN)/python bench/metrics.py
 
 # Other LiteLLM versions and Pythons, each entry its own share of the suite (see .ci/matrix; CI runs it).
 # Every entry replays the test sessions built from the pinned LiteLLM in .venv, hence the dependency.

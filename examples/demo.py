@@ -13,6 +13,7 @@ without. The same requests go to both:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -29,6 +30,8 @@ from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_pr
 from litellm_governance.testing.emulation import validate  # noqa: E402
 
 WINDOW = 32_768
+#: Where the demo leaves its requests, for `explain` (git ignores it; `make clean` removes it).
+DEMO_DIR = ROOT / ".demo"
 PLUGIN = "litellm_governance.proxy_handler_instance"
 
 
@@ -153,6 +156,23 @@ def show_case(
     return True
 
 
+def save_for_explain(chat: dict[str, Any], claude: dict[str, Any], config: dict[str, Any]) -> str:
+    """Save the requests and the proxy config under .demo/ and return a command that explains the
+    first one, runnable as printed from the repository root (with the Python that runs the demo)."""
+    DEMO_DIR.mkdir(exist_ok=True)
+    (DEMO_DIR / "chat_request.json").write_text(json.dumps(chat, indent=1), encoding="utf-8")
+    (DEMO_DIR / "claude_code_request.json").write_text(json.dumps(claude, indent=1), encoding="utf-8")
+    # JSON is YAML: the proxy config as the proxy read it.
+    (DEMO_DIR / "proxy_config.yaml").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    python = Path(sys.executable)
+    shown = os.path.relpath(python, ROOT) if python.is_relative_to(ROOT) else str(python)
+    demo = DEMO_DIR.relative_to(ROOT)
+    return (
+        f"{shown} -m litellm_governance explain {demo}/chat_request.json --config {demo}/proxy_config.yaml "
+        f"--html {demo}/report.html"
+    )
+
+
 def main() -> None:
     print(__doc__)
     started = time.monotonic()
@@ -192,6 +212,7 @@ def main() -> None:
                     )
                     and ok
                 )
+                explain_command = save_for_explain(chat, claude, config_for(upstream, plugin=True))
                 log = [line for line in proxies["with"].log_tail(4_000).splitlines() if "litellm_governance" in line]
                 print("\nThe plugin's log lines in the proxy (counts and token figures, never content):")
                 for line in log[-4:]:
@@ -200,7 +221,9 @@ def main() -> None:
                 for proxy in proxies.values():
                     proxy.stop()
     print(f"\nDone in {time.monotonic() - started:.0f} s.")
-    print("One request in detail: python -m litellm_governance explain REQUEST.json --model M --html report.html")
+    print(f"The requests are saved in {DEMO_DIR.relative_to(ROOT)}/. One of them in detail, message by message")
+    print("(from the repository root; the same Python as the demo, which has LiteLLM):")
+    print(f"  {explain_command}")
     if not ok:
         raise SystemExit(1)
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m litellm_governance explain FILE --model M``.
+"""Command line: ``python -m litellm_governance explain FILE --model M`` (installed as ``litellm-governance``).
 
 Shows what governance would do to a saved request — a chat completions, Anthropic ``/v1/messages``
 or OpenAI ``/v1/responses`` body, or a bare message list — message by message, without sending
@@ -23,31 +23,26 @@ from ._errors import ConfigError, GovernanceError
 from ._explain import Explanation, explain
 from ._formats import FORMATS, detect_format
 from ._models import widest_deployment
+from ._steps import describe
 
-# Why each step count happened, for the readable summary.
-_EXPLANATIONS = {
-    "compacted": "old results of compactable tools replaced by a one-line stub",
-    "snipped": "oldest messages dropped to fit the budget",
-    "orphans_dropped": "tool results that answer no earlier tool call dropped",
-    "duplicates_dropped": "second results for an already answered call dropped",
-    "malformed_calls_dropped": "tool calls without an id or a function name dropped",
-    "backfilled": "missing tool results filled with an 'unavailable' stub",
-    "results_moved": "tool results moved up to follow their call",
-    "outputs_retyped": "Responses outputs given the kind their call needs",
-    "null_content_filled": "null content replaced by an empty string",
-    "blank_text_dropped": "blank text parts dropped (the provider rejects empty text)",
-    "empty_messages_dropped": "messages with no content dropped",
-    "system_converted": "mid-conversation system messages turned into labelled user notes",
-    "system_hoisted": "mid-conversation system messages moved up to the system prompt",
-    "merged": "consecutive same-role messages merged (nothing lost)",
-    "trailing_assistant_dropped": "trailing assistant messages dropped (no prefill)",
-    "recovered_as_user": "last assistant message kept as a user message (nothing else was left)",
-    "synthetic_user_inserted": "user message inserted before a leading assistant message",
-    "assistant_bridge_inserted": "assistant turn inserted between tool results and a user message",
-    "reasoning_content_filled": "reasoning_content filled in for a thinking-mode provider",
-    "tool_call_ids_renamed": "repeated or unacceptable tool-call ids renamed (call and result alike)",
-    "compaction_skipped_for_cache": "old results left whole before a cache_control breakpoint",
-}
+# What `--help` says (the module docstring is for readers of the code: no reST markup here).
+DESCRIPTION = (
+    "Show what litellm-governance would do to a saved request (a chat completions, Anthropic\n"
+    "/v1/messages or OpenAI /v1/responses body, or a bare list of messages), message by message,\n"
+    "without sending anything anywhere."
+)
+EXPLAIN_EPILOG = (
+    "examples:\n"
+    "  litellm-governance explain request.json --model zai/glm-4.6\n"
+    "  litellm-governance explain request.json --model glm --config proxy_config.yaml\n"
+    "  litellm-governance explain request.json --model zai/glm-4.6 --html report.html --output governed.json\n"
+    "  litellm-governance explain request.json --model zai/glm-4.6 --json | jq .report"
+)
+# The table's columns, as its legend says them.
+_COLUMNS = (
+    "#: position in the request as sent; where: the field of the body it is in; fate: kept, or the step that\n"
+    "acted on it; to #: its position in the governed request (blank: not sent; + rows: added by governance)"
+)
 
 
 class CliError(GovernanceError):
@@ -57,7 +52,14 @@ class CliError(GovernanceError):
 def _load(path: str) -> tuple[dict[str, Any], bool]:
     """The request body in `path`, and whether the file held a bare message list."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        name = "standard input" if path == "-" else path
+        raise CliError(
+            f"{name} is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): explain reads a request "
+            "body (with 'messages' or 'input') or a list of messages, saved as JSON"
+        ) from None
     if isinstance(data, list):
         return {"messages": data}, True
     if isinstance(data, dict) and ("messages" in data or "input" in data):
@@ -91,8 +93,9 @@ def _proxy_target(path: str, group: str) -> tuple[str, str | None, Mapping[str, 
     return deployment.model, deployment.provider, deployment.model_info, config
 
 
-def render(explanation: Explanation) -> str:
-    """The explanation as readable lines: the budget, the totals, then one row per message."""
+def render(explanation: Explanation, *, table: bool = True, hints: Sequence[str] = ()) -> str:
+    """The explanation as readable lines: the budget, the totals and what each step did, then (with
+    `table`) one row per message. `hints` are printed after the budget line."""
     data = explanation.as_dict()
     report = data["report"]
     lines = [
@@ -107,27 +110,47 @@ def render(explanation: Explanation) -> str:
             f"{report['max_output_tokens']:,} - safety buffer = budget {report['budget']:,} tokens"
             + (" (cache_stable)" if report["cache_stable"] else "")
         )
+    lines.extend(f"hint: {hint}" for hint in hints)
     lines.append(
         f"tokens {report['tokens_before']:,} -> {report['tokens_after']:,}; "
         f"messages {report['messages_before']} -> {report['messages_after']}"
     )
+    for side in ("before", "after"):
+        totals = data["totals"][side]
+        lines.append(
+            f"  {side:<6} = (system {totals['system']:,} + tools {totals['tools']:,} + messages "
+            f"{totals['messages']:,} + reply priming {totals['reply_priming']}) x ratio {totals['ratio']} "
+            f"= {totals['tokens']:,}"
+        )
+    removed = report.get("tokens_removed") or {}
+    if removed:
+        lines.append(
+            "tokens removed: "
+            + ", ".join(
+                f"{stage} {count:,}" if count > 0 else f"{stage} added {-count:,}" for stage, count in removed.items()
+            )
+        )
     lines.append(f"system prompt kept: {_yes(data['system_kept'])}; task kept: {_yes(data['task_kept'])}")
     for key, count in report["steps"].items():
-        lines.append(f"  {key:<30} {count:>6}  {_EXPLANATIONS.get(key, '')}")
-    lines.append("")
-    lines.append(f"{'#':>5}  {'where':<24} {'role':<10} {'tool':<18} {'tokens':>7}  {'what happened':<18} {'->':>4}")
-    for row in data["before"]:
-        after = "" if row["after"] is None else str(row["after"])
+        lines.append(f"  {key:<30} {count:>6}  {describe(key)}")
+    if table:
+        lines.append("")
+        lines.append(_COLUMNS)
         lines.append(
-            f"{row['index']:>5}  {str(row['where'])[:24]:<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} "
-            f"{row['tokens']:>7}  {row['fate']:<18} {after:>4}"
+            f"{'#':>5}  {'where':<24} {'role':<10} {'tool':<18} {'tokens':>7}  {'fate':<26} {'to #':>5}  detail"
         )
-    inserted = [row for row in data["after"] if not row["from"]]
-    for row in inserted:
-        lines.append(
-            f"{'+':>5}  {'':<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
-            f"{row['fate']:<18} {row['index']:>4}"
-        )
+        for row in data["before"]:
+            after = "" if row["after"] is None else str(row["after"])
+            lines.append(
+                f"{row['index']:>5}  {str(row['where'])[:24]:<24} {row['role'][:10]:<10} "
+                f"{str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  {row['fate']:<26} {after:>5}  "
+                f"{row['detail']}".rstrip()
+            )
+        for row in (row for row in data["after"] if not row["from"]):
+            lines.append(
+                f"{'+':>5}  {'':<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
+                f"{row['fate']:<26} {row['index']:>5}  {row['detail']}".rstrip()
+            )
     if not report["changed"]:
         lines.append("unchanged: the request already fits and follows the provider's rules")
     if report["over_budget"]:
@@ -146,17 +169,36 @@ def _yes(value: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status (2: bad input)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other command-line tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # Our own process: LiteLLM (imported for its model map) uses its bundled map instead of fetching one.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    parser = argparse.ArgumentParser(prog="litellm-governance", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="litellm-governance", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    cmd = commands.add_parser("explain", help="show what governance would do to a saved request")
+    cmd = commands.add_parser(
+        "explain",
+        help="show what governance would do to a saved request",
+        description=DESCRIPTION,
+        epilog=EXPLAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cmd.add_argument("file", help="JSON request body or message list ('-' for stdin)")
     cmd.add_argument("--model", help="LiteLLM model string, or a model group of --config (default: the body's)")
     cmd.add_argument("--config", help="proxy config YAML: resolve --model as a model group, read the plugin's options")
     cmd.add_argument("--format", choices=list(FORMATS), help="request format (default: detected from the body)")
     cmd.add_argument("--json", action="store_true", help="print the explanation as JSON (nothing else on stdout)")
-    cmd.add_argument("--html", help="write a self-contained HTML report to this file")
+    cmd.add_argument("--html", help="write a self-contained HTML report to this file (the table is then not printed)")
     cmd.add_argument("--window", type=int, help="context window to assume (tokens)")
     cmd.add_argument("--max-output", type=int, help="max output tokens to reserve")
     cmd.add_argument("--profile", help="force a provider profile")
@@ -190,17 +232,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, GovernanceError) as exc:
         print(f"litellm-governance: {exc}", file=sys.stderr)
         return 2
+    hints = []
+    if explanation.as_dict()["report"]["window_source"] == "unknown" and not args.config:
+        hints.append(
+            f"LiteLLM knows no window for {model!r}: if it is a model group of your proxy, add --config "
+            "proxy_config.yaml to resolve it as the proxy does (or give --window N)"
+        )
+    wrote: list[str] = []
     if args.output:
         governed = explanation.request["messages"] if bare else explanation.request
         Path(args.output).write_text(json.dumps(governed, ensure_ascii=False, indent=1), encoding="utf-8")
+        wrote.append(f"wrote the governed request to {args.output}")
     if args.html:
         from ._html import render_html
 
         Path(args.html).write_text(render_html(explanation.as_dict()), encoding="utf-8")
+        wrote.append(f"wrote the HTML report to {args.html} (open it in a browser)")
     if args.json:
         print(json.dumps(explanation.as_dict(), indent=1, ensure_ascii=False))
+        for line in [*hints, *wrote]:
+            print(f"litellm-governance: {line}", file=sys.stderr)
     else:
-        print(render(explanation))
+        print(render(explanation, table=not args.html, hints=hints))
+        for line in wrote:
+            print(line)
+    sys.stdout.flush()  # a closed pipe shows here, inside main's handler, not at interpreter exit
     return 0
 
 

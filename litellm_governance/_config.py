@@ -200,13 +200,16 @@ class GovernanceConfig:
         return cls(**{str(k): v for k, v in options.items()})  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        """The options in one line (for the proxy's start-up log): every field, tool sets named."""
+        """The options in one line (for the proxy's start-up log): every field with the value in
+        effect (an unset option says what applies instead, as the README's table does), tool sets named."""
         parts = []
         for item in dataclasses.fields(self):
             value = getattr(self, item.name)
             if item.name == "compactable_tools":
                 named = [k for k, v in TOOL_PRESETS.items() if v == value]
                 value = named[0] if named else value if value == "*" else f"{len(value)} tools"
+            elif value is None:
+                value = _UNSET.get(item.name, "none")
             parts.append(f"{item.name}={value}")
         return ", ".join(parts)
 
@@ -233,6 +236,15 @@ class GovernanceConfig:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(GovernanceConfig))
+# What applies when an option that may be None is not set (`GovernanceConfig.describe`).
+_UNSET: Mapping[str, str] = {
+    "context_window_tokens": "the model's",
+    "default_context_window_tokens": "none",
+    "compact_batch": f"1 ({STABLE_COMPACT_BATCH} with cache_stable)",
+    "snip_watermark": "derived",
+    "profile": "from the provider",
+    "summary_model": "none (the note alone)",
+}
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 60
 _REPR.maxlist = _REPR.maxdict = 5

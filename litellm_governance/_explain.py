@@ -4,8 +4,12 @@ and ``--html``. Pure: no I/O.
 The request is governed once with every input message tagged with its index (`TRACE`); steps
 copy the tag along with the message (a merge keeps both), so each output message says which
 input messages it stands for. What happened to each is then read off the two lists: kept as it
-was, changed (compacted, merged, converted, renamed …), or dropped (snipped, orphan, duplicate,
-empty, trailing), and what was inserted (backfilled results, synthetic turns).
+was, or the name of the step that acted on it (`_steps`: compacted, merged, snipped,
+orphans_dropped, backfilled …).
+
+The token figures come in one set: each side's ``totals`` break the report's ``tokens_before`` /
+``tokens_after`` down into system messages, tool schemas, the other messages and the reply priming,
+times the token ratio, so the rows add up to the report's figures.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from ._models import Deployment
 from ._pairing import DUPLICATE, ORPHAN, pair
 from ._pipeline import run
 from ._snip import is_task
-from ._trace import is_note
+from ._steps import KEPT
+from ._tokens import REPLY_PRIMING
+from ._trace import SUMMARY_START, is_note
 
 __all__ = ["Explanation", "explain"]
 
@@ -77,8 +83,8 @@ def explain(
         if found:
             at = found[0]
             fate, detail = _change(message, governed[at], ctx)
-            if fate == "kept" and at < highest:
-                fate, detail = "moved", "moved up to follow its call"
+            if fate == KEPT and at < highest:
+                fate, detail = "results_moved", "moved up to follow its call"
             highest = max(highest, at)
         else:
             fate, detail = _dropped(i, message, originals, pairing, survivors)
@@ -102,9 +108,17 @@ def explain(
         elif message.get("role") == "tool":
             fate, detail = "backfilled", "result stub for a call whose result was missing"
         elif is_note(message):
-            fate, detail = "noted", "note listing what the cut turns did"
+            summarized = str(message.get("content", "")).startswith(SUMMARY_START)
+            fate = "summarized" if summarized else "noted"
+            detail = (
+                "note opening with the summary of earlier cut turns"
+                if summarized
+                else "note listing what the cut turns did"
+            )
+        elif message.get("role") == "assistant":
+            fate, detail = "assistant_bridge_inserted", "assistant turn the provider's rules need after results"
         else:
-            fate, detail = "inserted", "synthetic turn the provider's rules need"
+            fate, detail = "synthetic_user_inserted", "user turn the provider's rules need first"
         after.append(
             {
                 "index": j,
@@ -118,12 +132,21 @@ def explain(
         )
     leading = [i for i, m in enumerate(originals) if is_system(m) and all(is_system(x) for x in originals[:i])]
     tasks = [i for i, m in enumerate(originals) if is_task(m)]
+    ratio = report.token_ratio
     data = {
         "format": fmt,
         "model": model,
         "report": {**report.to_dict(), "summary": report.summary()},
-        "system_kept": all(before[i]["fate"] == "kept" for i in leading),
-        "task_kept": bool(tasks) and before[tasks[-1]]["fate"] in ("kept", "merged", "moved"),
+        "totals": {
+            "before": _totals(
+                originals, before, ctx, tokens=report.tokens_before, in_body=report.messages_before, ratio=ratio
+            ),
+            "after": _totals(
+                governed, after, ctx, tokens=report.tokens_after, in_body=report.messages_after, ratio=ratio
+            ),
+        },
+        "system_kept": all(before[i]["fate"] == KEPT for i in leading),
+        "task_kept": bool(tasks) and before[tasks[-1]]["fate"] in (KEPT, "merged", "results_moved"),
         "before": before,
         "after": after,
     }
@@ -131,6 +154,32 @@ def explain(
     governed_request = dict(request)
     governed_request.update(fields)
     return Explanation(request=governed_request, data=data)
+
+
+def _totals(
+    messages: Sequence[Message],
+    rows: Sequence[Mapping[str, Any]],
+    ctx: Context,
+    *,
+    tokens: int,
+    in_body: int,
+    ratio: float,
+) -> dict[str, Any]:
+    """One side's token figures: what the rows add up to, split into system messages and the others,
+    plus the tool schemas and the reply priming, times the ratio: the report's figure."""
+    system = sum(row["tokens"] for message, row in zip(messages, rows, strict=True) if is_system(message))
+    others = sum(row["tokens"] for row in rows) - system
+    return {
+        "entries": len(rows),
+        "in_body": in_body,
+        "system": system,
+        "tools": ctx.tools_tokens,
+        "messages": others,
+        "reply_priming": REPLY_PRIMING,
+        "counted": system + ctx.tools_tokens + others + REPLY_PRIMING,
+        "ratio": ratio,
+        "tokens": tokens,
+    }
 
 
 def _untagged(value: Any) -> Any:
@@ -174,16 +223,14 @@ def _change(original: Message, output: Message, ctx: Context, *, merged: bool | 
     if merged is None:
         merged = len(output.get(TRACE, ())) > 1
     if output is original:
-        return "kept", ""
+        return KEPT, ""
     if merged:
         return "merged", f"merged with input message(s) {', '.join(str(i) for i in output.get(TRACE, ()))}"
     role, was = output.get("role"), original.get("role")
     if role != was:
-        if was in ("system", "developer"):
-            return "converted", "mid-conversation system message turned into a labelled user note"
         if was == "assistant":
             return "recovered_as_user", "the only turn left, kept as the user's"
-        return "converted", f"{was} -> {role}"
+        return "system_converted", f"mid-conversation {was} message turned into a labelled {role} note"
     if role == "tool":
         content = output.get("content")
         if is_stub(content) and original.get("content") != content:
@@ -196,14 +243,16 @@ def _change(original: Message, output: Message, ctx: Context, *, merged: bool | 
         if content != original.get("content") and output.get("tool_call_id") == original.get("tool_call_id"):
             return "truncated", f"newest result cut to fit: {ctx.tokens(original)} -> {ctx.tokens(output)} tokens"
         if output.get("tool_call_id") != original.get("tool_call_id"):
-            return "renamed", "tool-call id made unique"
+            return "tool_call_ids_renamed", "tool-call id made unique"
     if _ids(output) != _ids(original):
         if len(_ids(output)) < len(_ids(original)):
-            return "repaired", "tool calls without an id or a name dropped"
-        return "renamed", "tool-call ids made unique"
+            return "malformed_calls_dropped", "tool calls without an id or a name dropped"
+        return "tool_call_ids_renamed", "tool-call ids made unique"
     if "reasoning_content" in output and "reasoning_content" not in original:
-        return "reasoning_filled", "reasoning_content the provider requires sent back"
-    return "normalized", "blank text or null content cleaned"
+        return "reasoning_content_filled", "reasoning_content the provider requires sent back"
+    if original.get("content") is None and output.get("content") == "":
+        return "null_content_filled", "null content replaced by an empty string"
+    return "blank_text_dropped", "blank text parts dropped"
 
 
 def _dropped(
@@ -212,14 +261,14 @@ def _dropped(
     """Why an input message reaches no output."""
     reason = pairing.rejected.get(index)
     if reason == ORPHAN:
-        return "dropped_orphan", "result for no earlier tool call"
+        return "orphans_dropped", "result for no earlier tool call"
     if reason == DUPLICATE:
-        return "dropped_duplicate", "second result for the same call"
+        return "duplicates_dropped", "second result for the same call"
     role = message.get("role")
     if role == "assistant" and index in pairing.malformed and is_empty_content(message.get("content")):
-        return "dropped_malformed", "tool calls without an id or a name, and no text"
+        return "malformed_calls_dropped", "tool calls without an id or a name, and no text"
     if role in ("user", "assistant") and is_empty_content(message.get("content")) and not tool_calls(message):
-        return "dropped_empty", "no content"
+        return "empty_messages_dropped", "no content"
     if role == "assistant" and not any(i > index for i in survivors):
-        return "dropped_trailing", "trailing assistant message (the model takes no prefill)"
+        return "trailing_assistant_dropped", "trailing assistant message (the model takes no prefill)"
     return "snipped", "older history cut to fit the budget"

@@ -19,31 +19,29 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["render_html"]
+from ._steps import FATES, Kind, step
 
-# Known fates, in legend order, with their colour. Greens: kept; amber/orange: shrunk to fit;
-# reds: removed as invalid; blues/violets: repaired in place; teals: added by governance.
-_FATE_COLOURS: dict[str, str] = {
-    "kept": "#8cc8a0",
-    "compacted": "#f2c14e",
-    "snipped": "#ef8a5a",
-    "dropped_orphan": "#c0392b",
-    "dropped_duplicate": "#d9667a",
-    "dropped_empty": "#ebaab3",
-    "dropped_trailing": "#8e3b5b",
-    "dropped_malformed": "#5e2a3a",
-    "merged": "#4a7fd4",
-    "moved": "#7fb0ea",
-    "renamed": "#b3d0f2",
-    "converted": "#7b68c8",
-    "recovered_as_user": "#b9a8e8",
-    "backfilled": "#2aa198",
-    "inserted": "#17695f",
+__all__ = ["FATE_COLOURS", "KIND_COLOURS", "OTHER_COLOUR", "render_html"]
+
+# Colours by what a step does to a message (`_steps.Kind`): the Okabe-Ito palette, whose colours
+# readers with any common colour-vision deficiency can tell apart (tests/test_html_report.py checks
+# every pair under simulated protanopia, deuteranopia and tritanopia).
+KIND_COLOURS: Final[Mapping[Kind, str]] = {
+    "kept": "#56B4E9",  # sky blue
+    "shrunk": "#E69F00",  # orange: compacted, superseded, truncated
+    "cut": "#D55E00",  # vermillion: snipped
+    "dropped": "#CC79A7",  # reddish purple: removed as invalid
+    "repaired": "#0072B2",  # blue: changed in place
+    "added": "#009E73",  # bluish green: backfilled, inserted, the note for cut turns
 }
 #: Colour of a fate this module does not know (shown with its own name in the legend).
-_OTHER_COLOUR = "#b4b4b4"
+OTHER_COLOUR: Final = "#333333"
+#: Every fate's colour, in legend order: `KEPT`, then the steps in their order (`_steps`).
+FATE_COLOURS: Final[Mapping[str, str]] = {
+    fate: KIND_COLOURS[found.kind if (found := step(fate)) is not None else "kept"] for fate in FATES
+}
 # Roles that get a dark underline in the strips, so the system prompt and user turns stand out.
 _MARKED_ROLES = {"system": "r-sys", "developer": "r-sys", "user": "r-user"}
 # The strips wrap: at most this many full rows of tokens (cells' minimum width may add a few more).
@@ -114,6 +112,9 @@ table.msgs{border-collapse:collapse;width:100%;margin-top:6px;font-size:13px}
 .msgs td.num{text-align:right;font-variant-numeric:tabular-nums}
 .msgs td{overflow-wrap:anywhere}
 .msgs tr.flash{background:#fff3c4}
+table.totals{border-collapse:collapse;margin:0 0 6px;font-size:13px;font-variant-numeric:tabular-nums}
+.totals th,.totals td{padding:2px 10px;border-bottom:1px solid var(--line);text-align:right}
+.totals th:first-child{text-align:left}
 """
 
 _SCRIPT = """
@@ -317,12 +318,12 @@ def _num(value: Any) -> str:
 
 
 def _fate_class(fate: str) -> str:
-    return f"f-{fate}" if fate in _FATE_COLOURS else "f-other"
+    return f"f-{fate}" if fate in FATE_COLOURS else "f-other"
 
 
 def _fate_order(entries: Iterable[_Entry]) -> list[str]:
     seen = dict.fromkeys(e.fate for e in entries)
-    return [f for f in _FATE_COLOURS if f in seen] + [f for f in seen if f not in _FATE_COLOURS]
+    return [f for f in FATE_COLOURS if f in seen] + [f for f in seen if f not in FATE_COLOURS]
 
 
 def _row_tokens(window: int | None, before: list[_Entry], after: list[_Entry]) -> tuple[int, str]:
@@ -440,7 +441,7 @@ def _header(explain: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         ("context window", _num(window) + (f' <span class="muted">({escape(source)})</span>' if source else "")),
         ("budget", _num(budget)),
         ("tokens", f"{_num(tokens_before)} → {_num(tokens_after)}{saved}"),
-        ("messages", f"{_num(report.get('messages_before'))} → {_num(report.get('messages_after'))}"),
+        ("messages in the body", f"{_num(report.get('messages_before'))} → {_num(report.get('messages_after'))}"),
         ("system prompt", _flag(explain.get("system_kept"))),
         ("task", _flag(explain.get("task_kept"))),
     ]
@@ -469,11 +470,51 @@ def _header(explain: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         f'<p class="sub">What governance did to one request, message by message. '
         f"Roles, tool names and token counts only: no message content.</p>"
         f'<dl class="facts">{dl}</dl>{alerts}'
-        f"{_gauge(tokens_before, tokens_after, budget, window)}{chips}"
+        f"{_gauge(tokens_before, tokens_after, budget, window)}{_breakdown(explain.get('totals'), report)}{chips}"
         + (f'<p class="sub mono" id="summary">{escape(summary)}</p>' if summary and not chips else "")
         + (f'<p class="sub">Note: {"; ".join(extra)}.</p>' if extra else "")
         + (f'<ul class="notes" id="notes">{notes_html}</ul>' if notes_html else "")
         + "</header>"
+    )
+
+
+# The breakdown's columns: (key in a side's totals, heading).
+_BREAKDOWN = (
+    ("system", "system"),
+    ("tools", "tool schemas"),
+    ("messages", "messages"),
+    ("reply_priming", "reply priming"),
+    ("counted", "counted"),
+)
+
+
+def _breakdown(totals: Any, report: Mapping[str, Any]) -> str:
+    """Where the token figures come from: per side, system messages + tool schemas + the other
+    messages + the reply priming, times the token ratio (one set of figures: the strips show the
+    system and message parts, the cards the result)."""
+    if not isinstance(totals, Mapping):
+        return ""
+    rows = []
+    for side in ("before", "after"):
+        t = totals.get(side)
+        if not isinstance(t, Mapping):
+            return ""
+        cells = "".join(f'<td class="num">{_num(t.get(key))}</td>' for key, _ in _BREAKDOWN)
+        ratio = t.get("ratio")
+        ratio_text = escape(_text(ratio)) if isinstance(ratio, int | float) and not isinstance(ratio, bool) else "?"
+        rows.append(
+            f'<tr data-side="{side}"><th>{side}</th>{cells}<td class="num">\u00d7 {ratio_text}</td>'
+            f'<td class="num"><b>{_num(t.get("tokens"))}</b></td></tr>'
+        )
+    heads = "".join(f"<th>{label}</th>" for _, label in _BREAKDOWN)
+    source = escape(_text(report.get("ratio_source")) or "static")
+    return (
+        f'<table class="totals" id="totals"><thead><tr><th></th>{heads}<th>token ratio</th><th>tokens</th></tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<p class="sub">Tokens: tiktoken counts of the system messages, the tool schemas and the other messages, '
+        f"plus the reply priming, times the token ratio ({source}): the provider's tokenizer counts that much more "
+        f"or less. The strips below show the system and message parts, one cell per entry: each message of the "
+        f"body, with a top-level system prompt and each tool result of a message a cell of its own.</p>"
     )
 
 
@@ -486,13 +527,16 @@ def render_html(explain: Mapping[str, Any]) -> str:
     _link(before, after)
     window = _int(report.get("context_window"))
     row_tokens, row_what = _row_tokens(window, before, after)
-    fate_css = "".join(f".f-{fate}{{background:{colour}}}" for fate, colour in _FATE_COLOURS.items())
-    fate_css += f".f-other{{background:{_OTHER_COLOUR}}}"
+    fate_css = "".join(f".f-{fate}{{background:{colour}}}" for fate, colour in FATE_COLOURS.items())
+    fate_css += f".f-other{{background:{OTHER_COLOUR}}}"
     title = f"Governance: {_text(explain.get('model') or report.get('model'))}"
 
     def side_title(name: str, entries: list[_Entry]) -> str:
         total = sum(e.tokens for e in entries)
-        return f"<h2>{name} <small>{len(entries):,} messages · {total:,} tokens</small></h2>"
+        return (
+            f'<h2>{name} <small>{len(entries):,} entries · <span class="strip-tokens">{total:,}</span> tokens of '
+            f"system and messages, before the ratio</small></h2>"
+        )
 
     return (
         "<!DOCTYPE html>\n"

@@ -38,6 +38,7 @@ from typing import Any
 
 from ._anthropic import AnthropicOutline
 from ._backfill import Backfill
+from ._calls import is_stub
 from ._config import GovernanceConfig, short_repr, suggestion
 from ._context import Context, Tally
 from ._errors import ConfigError, InvalidRequestError
@@ -294,15 +295,24 @@ def run(
 
     tally = Tally()
     governed = original
+    # Tokens after each stage (tiktoken units), for the report's tokens removed per stage.
+    ledger = _Ledger(ctx, original, raw_before)
     if left_alone is not None:
         notes.append(left_alone)
     else:
         for step in _REPAIR:
             governed = tally.add(step(governed, ctx))
+        ledger.after("repair", governed)
+        repaired = governed
         governed = _shrink(governed, ctx, tally)
+        ledger.after_shrink(repaired, governed)
+        if tally.over_budget:
+            governed = tally.add(_TRUNCATE(governed, ctx.with_(original=repaired)))
+        ledger.after("truncation", governed)
         governed = tally.add(_ROLES(governed, ctx))
+        ledger.after("roles", governed)
 
-    raw_after = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in governed)
+    raw_after = ledger.raw
     over_budget = ctx.budget is not None and raw_after > ctx.budget
     if over_budget:
         notes.append(
@@ -331,6 +341,7 @@ def run(
         max_output_tokens=max_output,
         tokens_before=math.ceil(raw_before * ratio),
         tokens_after=math.ceil(raw_after * ratio),
+        tokens_removed=ledger.removed(ratio),
         messages_before=outline.count,
         messages_after=len(history) if isinstance(history, list) else outline.count,
         steps={k: v for k, v in sorted(tally.counts.items()) if v},
@@ -365,9 +376,10 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
 
 
 def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]:
-    """Compact, then snip; retry with fewer scruples while the budget forces it; and when even the
-    smallest request does not fit, truncate the newest exchange's results (never stub them).
-    Each attempt is counted on its own; the one kept is added to `tally`."""
+    """Compact, then snip; retry with fewer scruples while the budget forces it. Each attempt is
+    counted on its own; the one kept is added to `tally`, whose ``over_budget`` then says whether
+    even the smallest request does not fit (`run` then truncates the newest exchange's results;
+    it never stubs them)."""
     protected = ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0
     attempts: list[tuple[int | None, bool]] = [(None, False)]
     if protected:
@@ -389,11 +401,69 @@ def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message
         if protected and not ignore_breakpoints and attempt.counts["snipped"]:
             continue  # a cut would drop what the breakpoint protects: try compacting it first
         break
-    if attempt.over_budget:
-        result = attempt.add(_TRUNCATE(result, base))
     tally.counts.update(attempt.counts)
     tally.notes.extend(attempt.notes)
     tally.large_uncompacted.update(attempt.large_uncompacted)
     tally.over_budget = attempt.over_budget
     tally.cut = attempt.cut
     return result
+
+
+class _Ledger:
+    """Tokens (tiktoken units) of the request after each stage, measured only where a stage changed
+    the list; `removed` turns them into the provider tokens each stage removed, which add up to
+    ``tokens_before - tokens_after`` exactly."""
+
+    def __init__(self, ctx: Context, messages: list[Message], raw: int) -> None:
+        self._ctx = ctx
+        self._last = messages
+        self.raw = raw
+        self._marks: list[tuple[str, int]] = [("", raw)]
+
+    def _total(self, messages: list[Message]) -> int:
+        if messages is self._last:
+            return self.raw
+        return self._ctx.tools_tokens + REPLY_PRIMING + sum(self._ctx.tokens(m) for m in messages)
+
+    def after(self, stage: str, messages: list[Message]) -> None:
+        self.raw = self._total(messages)
+        self._last = messages
+        self._marks.append((stage, self.raw))
+
+    def after_shrink(self, before: list[Message], after: list[Message]) -> None:
+        """Compaction and snipping run interleaved (`StableShrink`): what the stubs in `after` saved
+        against the results they replace is compaction's, the rest snipping's."""
+        if after is before:
+            self._marks.append(("compaction", self.raw))
+            self.after("snipping", after)
+            return
+        self._marks.append(("compaction", self.raw - _stub_savings(before, after, self._ctx)))
+        self.after("snipping", after)
+
+    def removed(self, ratio: float) -> dict[str, int]:
+        """Provider tokens removed per stage (negative where a stage added more than it removed)."""
+        out: dict[str, int] = {}
+        previous = math.ceil(self._marks[0][1] * ratio)
+        for stage, raw in self._marks[1:]:
+            now = math.ceil(raw * ratio)
+            if now != previous:
+                out[stage] = out.get(stage, 0) + previous - now
+            previous = now
+        return out
+
+
+def _stub_savings(before: list[Message], after: list[Message], ctx: Context) -> int:
+    """Tokens the compaction stubs in `after` save against the results of `before` they replace."""
+    kept = {id(m) for m in before}
+    whole: dict[object, list[Message]] = {}
+    for message in before:
+        if message.get("role") == "tool" and not is_stub(message.get("content")):
+            whole.setdefault(message.get("tool_call_id"), []).append(message)
+    saved = 0
+    for message in after:
+        if id(message) in kept or message.get("role") != "tool" or not is_stub(message.get("content")):
+            continue
+        originals = whole.get(message.get("tool_call_id"))
+        if originals:
+            saved += ctx.tokens(originals.pop(0)) - ctx.tokens(message)
+    return saved

@@ -4,37 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
+
+from ._steps import STAGES, STEPS
 
 __all__ = ["GovernanceReport"]
 
-# Step counters shown in the one-line summary (header and log line), in this order.
-_SUMMARY_KEYS = (
-    ("compacted", "compacted"),
-    ("superseded", "superseded"),
-    ("snipped", "snipped"),
-    ("noted", "noted"),
-    ("summarized", "summarized"),
-    ("truncated", "truncated"),
-    ("orphans_dropped", "orphans"),
-    ("duplicates_dropped", "duplicates"),
-    ("backfilled", "backfilled"),
-    ("results_moved", "moved"),
-    ("merged", "merged"),
-    ("trailing_assistant_dropped", "trailing"),
-    ("recovered_as_user", "recovered"),
-    ("synthetic_user_inserted", "synthetic_user"),
-    ("tool_call_ids_renamed", "ids_renamed"),
-    ("malformed_calls_dropped", "malformed"),
-    ("empty_messages_dropped", "empty"),
-    ("empty_user_kept", "empty_user_kept"),
-    ("blank_text_dropped", "blank_text"),
-    ("system_converted", "system_notes"),
-    ("system_hoisted", "system_hoisted"),
-    ("assistant_bridge_inserted", "bridges"),
-    ("reasoning_content_filled", "reasoning"),
-    ("outputs_retyped", "retyped"),
-)
+# Steps shown in the one-line summary (header and log line), in this order (`_steps.STEPS`).
+_SUMMARY_STEPS: Final = tuple(s.name for s in STEPS if s.summary)
 
 
 @dataclass(frozen=True)
@@ -55,7 +32,12 @@ class GovernanceReport:
     tokens_after: int
     messages_before: int
     messages_after: int
+    #: How many times each step (`_steps.STEPS`, by name) acted.
     steps: Mapping[str, int] = field(default_factory=dict)
+    #: Provider tokens each stage of the pipeline removed (`_steps.STAGES`, by name; negative where a
+    #: stage added more than it removed, e.g. a backfilled result): they add up to
+    #: ``tokens_before - tokens_after``. Only stages that changed the count are listed.
+    tokens_removed: Mapping[str, int] = field(default_factory=dict)
     over_budget: bool = False
     changed: bool = False
     #: Something before the last cache_control breakpoint was rewritten.
@@ -91,6 +73,7 @@ class GovernanceReport:
             "messages_before": self.messages_before,
             "messages_after": self.messages_after,
             "steps": dict(self.steps),
+            "tokens_removed": dict(self.tokens_removed),
             "over_budget": self.over_budget,
             "changed": self.changed,
             "cache_prefix_rewritten": self.cache_prefix_rewritten,
@@ -108,27 +91,40 @@ class GovernanceReport:
         steps = dict(self.steps)
         for key, count in later.steps.items():
             steps[key] = steps.get(key, 0) + count
+        removed = dict(self.tokens_removed)
+        for key, count in later.tokens_removed.items():
+            removed[key] = removed.get(key, 0) + count
         return replace(
             later,
             tokens_before=self.tokens_before,
             messages_before=self.messages_before,
             steps=dict(sorted(steps.items())),
+            tokens_removed={s.name: removed[s.name] for s in STAGES if removed.get(s.name)},
             changed=self.changed or later.changed,
             cache_prefix_rewritten=self.cache_prefix_rewritten or later.cache_prefix_rewritten,
             notes=tuple(dict.fromkeys((*self.notes, *later.notes))),
         )
 
     def summary(self) -> str:
-        """One line for a response header or a log: what changed (or ``unchanged``), the tokens,
-        the profile and the budget, e.g. ``compacted=3; snipped=41; tokens=182113->109876;
-        profile=strict; budget=26880``."""
-        parts = [f"{label}={self.steps[key]}" for key, label in _SUMMARY_KEYS if self.steps.get(key)]
+        """One line for a response header or a log: what changed (or ``unchanged``), the tokens and
+        what each stage removed, the token ratio and where it came from, the profile and the budget,
+        e.g. ``compacted=3; snipped=41; tokens=182113->109876; removed=compaction:50000,snipping:22237;
+        ratio=1.15 static; profile=strict; budget=26880``. Step and stage names are `_steps`'."""
         if self.changed:
+            parts = [f"{name}={self.steps[name]}" for name in _SUMMARY_STEPS if self.steps.get(name)]
             parts.append(f"tokens={self.tokens_before}->{self.tokens_after}")
+            if self.tokens_removed:
+                parts.append("removed=" + ",".join(f"{k}:{v}" for k, v in self.tokens_removed.items()))
         else:
             parts = ["unchanged", f"tokens={self.tokens_after}"]
+        parts.append(f"ratio={ratio_text(self.token_ratio)} {self.ratio_source.split(',')[0]}")
         parts.append(f"profile={self.profile}")
         parts.append(f"budget={self.budget if self.budget is not None else 'none'}")
         if self.over_budget:
             parts.append("over_budget")
         return "; ".join(parts)
+
+
+def ratio_text(ratio: float) -> str:
+    """A token ratio as the summary shows it: at most three decimals, no trailing zeros."""
+    return format(round(ratio, 3), "g")

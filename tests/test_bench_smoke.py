@@ -83,3 +83,23 @@ def test_summary_bench_runs_and_the_summaries_keep_the_prompt_cache(capsys: pyte
     assert rolling[2] > 0, "the replay must use summaries"
     assert rolling[0] >= note_only[0] - 0.005
 
+
+def test_metrics_benchmark_prints_its_table() -> None:
+    """bench/metrics.py --quick measures the metrics' cost per request, in one process and in
+    multi-process mode, and prints its table (no timing is asserted)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("prometheus_client")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "metrics.py"), "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| one process |" in done.stdout and "| PROMETHEUS_MULTIPROC_DIR (multi-worker) |" in done.stdout
+    assert "metric calls per request:" in done.stdout

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -643,6 +644,21 @@ class TestHook:
         report = h.report(request)
         assert report["ratio_source"] == f"learned, n={MIN_SAMPLES}"
         assert report["token_ratio"] == pytest.approx(1.3 * LEARNED_MARGIN, abs=2e-3)
+
+    def test_the_header_says_which_ratio_it_used(self, harness: Callable[..., Harness]) -> None:
+        """Identical requests get other token figures once calibration has learned: the summary (the
+        proxy's header) says which ratio it used and where it came from."""
+        h = harness()
+        first = h.report(h.send(conversation(200))[1])["summary"]
+        for _ in range(MIN_SAMPLES):
+            _, request = h.send(conversation(200))
+            h.succeed(request, 1.3)
+        later = h.report(h.send(conversation(200))[1])["summary"]
+        assert "; ratio=1 static;" in first
+        learned_ratio = re.search(r"; ratio=([\d.]+) learned;", later)
+        assert learned_ratio is not None, later
+        assert float(learned_ratio.group(1)) == pytest.approx(1.3 * LEARNED_MARGIN, abs=1e-3)
+        assert first.split("; ratio=")[0] != later.split("; ratio=")[0]  # the figures moved, and it says why
 
     def test_an_answer_teaches_once(self, harness: Callable[..., Harness]) -> None:
         """The deployment hook and the log event see the same answer: it is one sample."""

@@ -40,7 +40,7 @@ def test_explains_each_message(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "system prompt kept: yes; task kept: yes" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()[:1].isdigit() or line.strip()[:1] == "+"}
     assert "merged" in rows["1"] and "merged" in rows["2"]
-    assert "dropped_orphan" in rows["4"] and "dropped_trailing" in rows["5"]
+    assert "orphans_dropped" in rows["4"] and "trailing_assistant_dropped" in rows["5"]
     assert "backfilled" in rows["+"]
 
 
@@ -52,7 +52,7 @@ def test_json_is_pure_and_complete(tmp_path: Path, capsys: pytest.CaptureFixture
     report = data["report"]
     assert data["format"] == "chat" and report["profile"] == "permissive" and report["max_output_tokens"] == 1000
     assert report["budget"] == 50_000 - 1_000 - 1_024
-    assert [row["fate"] for row in data["before"]] == ["kept", "kept", "kept", "kept", "dropped_orphan", "kept"]
+    assert [row["fate"] for row in data["before"]] == ["kept", "kept", "kept", "kept", "orphans_dropped", "kept"]
     assert [row["fate"] for row in data["after"]] == ["kept", "kept", "kept", "kept", "backfilled", "kept"]
     assert data["system_kept"] and data["task_kept"]
     assert [m["role"] for m in json.loads(output.read_text())["messages"]] == [
@@ -75,7 +75,7 @@ def test_anthropic_and_responses_bodies(tmp_path: Path, capsys: pytest.CaptureFi
     data = run_json(["explain", write(tmp_path, "a.json", anthropic), "--window", "100000"], capsys)
     assert data["format"] == "anthropic"
     assert [(row["where"], row["fate"]) for row in data["before"]] == [
-        ("system", "kept"), ("messages[0]", "kept"), ("messages[1]", "kept"), ("messages[2].content[0]", "dropped_orphan"),
+        ("system", "kept"), ("messages[0]", "kept"), ("messages[1]", "kept"), ("messages[2].content[0]", "orphans_dropped"),
     ]  # fmt: skip
     responses = {
         "model": "openai/gpt-4.1",
@@ -140,3 +140,90 @@ def test_unknown_model_alias_keeps_stdout_pure(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["report"]["profile"] == "strict" and "Provider List" not in done.stdout
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "litellm_governance", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`explain ... | head`: the reader goes away after a few lines; no BrokenPipeError traceback."""
+    from bench.sessions import make_session
+
+    path = write(tmp_path, "long.json", make_session(400, seed=1))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with subprocess.Popen(
+        [sys.executable, "-m", "litellm_governance", "explain", path, "--model", "zai/glm-4.6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline()
+        process.stdout.close()  # what `head -1` does
+        err = process.stderr.read().decode()
+        assert process.wait(timeout=120) == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_html_says_where_it_wrote_and_leaves_out_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--html FILE: the summary and a line naming the file, not the 400-row table."""
+    page, governed = tmp_path / "report.html", tmp_path / "governed.json"
+    path = write(tmp_path, "m.json", BROKEN)
+    assert main(["explain", path, "--model", "zai/glm-4.6", "--html", str(page), "--output", str(governed)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote the HTML report to {page}" in out and f"wrote the governed request to {governed}" in out
+    assert "orphans_dropped" in out  # the steps are listed
+    assert "messages[4]" not in out and "detail" not in out  # no table rows
+    assert page.exists() and governed.exists()
+
+
+def test_the_table_labels_its_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every column has a heading, the legend says what `to #` is, and each row has its detail."""
+    assert main(["explain", write(tmp_path, "m.json", BROKEN), "--model", "zai/glm-4.6"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heading = next(line for line in lines if line.split()[:1] == ["#"])
+    assert heading.split() == ["#", "where", "role", "tool", "tokens", "fate", "to", "#", "detail"]
+    legend = "\n".join(lines)
+    assert "#: position in the request" in legend and "to #: its position in the governed request" in legend
+    orphan = next(line for line in lines if "orphans_dropped" in line and "messages[4]" in line)
+    assert orphan.endswith("result for no earlier tool call")
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_a_proxy_group_without_config_gets_a_hint(tmp_path: Path) -> None:
+    """`--model glm` (a proxy's model group) without --config: say how to resolve it, not only that
+    no window is known."""
+    done = cli("explain", write(tmp_path, "m.json", BROKEN), "--model", "glm")
+    assert done.returncode == 0, done.stderr
+    assert "no context window known" in done.stdout
+    assert "hint:" in done.stdout and "--config proxy_config.yaml" in done.stdout
+    known = cli("explain", write(tmp_path, "m2.json", BROKEN), "--model", "zai/glm-4.6")
+    assert "hint:" not in known.stdout
+
+
+def test_input_that_is_not_json_says_what_was_expected(tmp_path: Path) -> None:
+    path = tmp_path / "request.txt"
+    path.write_text("model: glm\nmessages: []\n")
+    done = cli("explain", str(path), "--model", "zai/glm-4.6")
+    assert done.returncode == 2
+    assert f"{path} is not JSON" in done.stderr and "line 1, column 1" in done.stderr
+    assert "request body" in done.stderr and "list of messages" in done.stderr
+
+
+def test_help_has_no_markup() -> None:
+    """--help is plain text: no reST double backticks; the subcommand's help shows examples."""
+    for args in (["--help"], ["explain", "--help"]):
+        done = cli(*args)
+        assert done.returncode == 0 and "``" not in done.stdout, done.stdout
+    assert "litellm-governance explain request.json" in cli("explain", "--help").stdout

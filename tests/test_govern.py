@@ -152,12 +152,14 @@ class TestReport:
         out = govern(agent_loop(40), model=GLM, config=window(16_000, cache_stable=False))
         summary = out.report.summary()
         assert summary.startswith("compacted=") and f"tokens={out.report.tokens_before}->" in summary
-        assert summary.endswith(f"profile=strict; budget={out.report.budget}")
+        assert summary.endswith(f"ratio=1.15 static; profile=strict; budget={out.report.budget}")
 
     def test_summary_of_an_unchanged_request(self) -> None:
         """Nothing changed: the summary says so, not "tokens=10->10"."""
         out = govern([user()], model=GLM, config=window(16_000))
-        assert out.report.summary() == f"unchanged; tokens={out.report.tokens_after}; profile=strict; budget=10880"
+        assert out.report.summary() == (
+            f"unchanged; tokens={out.report.tokens_after}; ratio=1.15 static; profile=strict; budget=10880"
+        )
         assert govern([user()], model="openai/gpt-4o").report.summary().endswith("profile=permissive; budget=122880")
 
     @pytest.mark.litellm
@@ -287,6 +289,16 @@ class TestBadInput:
             GovernanceConfig.from_mapping({"keep_recnt": 3})
         with pytest.raises(ConfigError, match="profile must be one of"):
             GovernanceConfig(profile="lenient")
+
+    def test_the_start_up_line_shows_effective_values(self) -> None:
+        """`describe()` (the proxy's start-up line) says what applies, as the README's table does,
+        never ``compact_batch=None``."""
+        described = GovernanceConfig().describe()
+        assert "compact_batch=1 (20 with cache_stable)" in described and "snip_watermark=derived" in described
+        assert "profile=from the provider" in described and "context_window_tokens=the model's" in described
+        assert "None" not in described
+        chosen = GovernanceConfig(compact_batch=5, snip_watermark=0.5, profile="strict").describe()
+        assert "compact_batch=5" in chosen and "snip_watermark=0.5" in chosen and "profile=strict" in chosen
 
     def test_input_is_never_mutated(self) -> None:
         """Every repair works on copies."""

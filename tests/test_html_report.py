@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import hashlib
+import itertools
 import json
+import math
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -270,6 +275,134 @@ def test_header_shows_the_figures() -> None:
     assert "not kept ✗" in render_html(load("hostile"))  # the hostile request has no kept task
 
 
+def test_one_set_of_figures_with_a_breakdown() -> None:
+    """The cards, the breakdown and the strips tell one story: the strips' tokens are the system and
+    message parts of the breakdown, whose sum times the ratio is the card's figure; the strips' entries
+    are explained against the body's message count (a Claude Code body: 66 entries for 65 messages)."""
+    from bench.agent_shapes import claude_code_body
+    from litellm_governance import GovernanceConfig
+    from litellm_governance._explain import explain
+
+    body = claude_code_body(160, seed=4)
+    data = explain(body, model="zai/glm-4.6", config=GovernanceConfig(context_window_tokens=16_000)).as_dict()
+    page = render_html(data)
+    report = data["report"]
+    assert f"{report['tokens_before']:,} → {report['tokens_after']:,}" in page
+    table = page.split('id="totals"')[1].split("</table>")[0]
+    for side, key in (("before", "tokens_before"), ("after", "tokens_after")):
+        row = table.split(f'data-side="{side}"')[1].split("</tr>")[0]
+        system, tools, messages, priming, counted = (
+            int(n.replace(",", "")) for n in re.findall(r">([\d,]+)</td>", row)
+        )
+        ratio = float(re.search(r"\u00d7 ([\d.]+)", row).group(1))  # type: ignore[union-attr]
+        tokens = int(re.search(r"<b>([\d,]+)</b>", row).group(1).replace(",", ""))  # type: ignore[union-attr]
+        assert counted == system + tools + messages + priming
+        assert tokens == report[key] == math.ceil(counted * ratio)
+        strip = sum(entry["tokens"] for entry in data[side])
+        assert strip == system + messages
+        title = page.split(f'id="strip-{side}"')[0].rsplit("<h2>", 1)[1]
+        assert f"{len(data[side]):,} entries" in title and f"{strip:,}</span> tokens of system and messages" in title
+    assert len(data["before"]) != report["messages_before"]  # entries are not the body's messages ...
+    assert "messages in the body" in page and "a cell of its own" in page  # ... and the page says why
+
+
+# Colour-vision deficiency: Machado, Oliveira and Fernandes (2009), severity 1, in linear RGB.
+CVD = {
+    "normal vision": ((1, 0, 0), (0, 1, 0), (0, 0, 1)),
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216), (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602), (0.004733, 0.691367, 0.303900)),
+}
+
+
+def lab(colour: str, matrix: Any) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB colour as someone with the given vision sees it."""
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    rgb = [linear(int(colour[i : i + 2], 16) / 255) for i in (1, 3, 5)]
+    r, g, b = (min(1.0, max(0.0, sum(m * v for m, v in zip(row, rgb, strict=True)))) for row in matrix)
+    x, y, z = (
+        (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+        0.2126 * r + 0.7152 * g + 0.0722 * b,
+        (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883,
+    )
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def delta_e2000(one: tuple[float, float, float], two: tuple[float, float, float]) -> float:
+    """CIEDE2000 colour difference (Sharma, Wu and Dalal 2005)."""
+    (l1, a1, b1), (l2, a2, b2) = one, two
+    c_mean = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - math.sqrt(c_mean**7 / (c_mean**7 + 25**7)))
+    a1p, a2p = (1 + g) * a1, (1 + g) * a2
+    c1, c2 = math.hypot(a1p, b1), math.hypot(a2p, b2)
+    h1, h2 = math.degrees(math.atan2(b1, a1p)) % 360, math.degrees(math.atan2(b2, a2p)) % 360
+    dh = 0.0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
+    d_l, d_c, d_h = l2 - l1, c2 - c1, 2 * math.sqrt(c1 * c2) * math.sin(math.radians(dh / 2))
+    l_mean, c_mean_p = (l1 + l2) / 2, (c1 + c2) / 2
+    if c1 * c2 == 0:
+        h_mean = h1 + h2
+    elif abs(h1 - h2) <= 180:
+        h_mean = (h1 + h2) / 2
+    else:
+        h_mean = (h1 + h2 + 360) / 2 if h1 + h2 < 360 else (h1 + h2 - 360) / 2
+    t = (
+        1
+        - 0.17 * math.cos(math.radians(h_mean - 30))
+        + 0.24 * math.cos(math.radians(2 * h_mean))
+        + 0.32 * math.cos(math.radians(3 * h_mean + 6))
+        - 0.20 * math.cos(math.radians(4 * h_mean - 63))
+    )
+    s_l = 1 + 0.015 * (l_mean - 50) ** 2 / math.sqrt(20 + (l_mean - 50) ** 2)
+    s_c, s_h = 1 + 0.045 * c_mean_p, 1 + 0.015 * c_mean_p * t
+    r_t = (
+        -math.sin(math.radians(60 * math.exp(-(((h_mean - 275) / 25) ** 2))))
+        * 2
+        * math.sqrt(c_mean_p**7 / (c_mean_p**7 + 25**7))
+    )
+    return math.sqrt((d_l / s_l) ** 2 + (d_c / s_c) ** 2 + (d_h / s_h) ** 2 + r_t * (d_c / s_c) * (d_h / s_h))
+
+
+def test_the_colour_difference_is_the_standard_one() -> None:
+    """Sharma et al.'s test pairs (CIELAB in, CIEDE2000 out)."""
+    for one, two, expected in (
+        ((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485), 2.0425),
+        ((50.0, -1.0, 2.0), (50.0, 0.0, 0.0), 2.3669),
+        ((50.0, 2.5, 0.0), (73.0, 25.0, -18.0), 27.1492),
+        ((22.7233, 20.0904, -46.694), (23.0331, 14.973, -42.5619), 2.0373),
+    ):
+        assert delta_e2000(one, two) == pytest.approx(expected, abs=1e-4)
+
+
+# Below this CIEDE2000 difference two small cells are hard to tell apart.
+DISTINCT = 10.0
+
+
+@pytest.mark.parametrize("vision", list(CVD))
+def test_the_palette_is_colour_blind_safe(vision: str) -> None:
+    """Every colour of the page (one per kind of fate, and the one for unknown fates) is at least
+    CIEDE2000 10 from every other, in normal vision and under each full colour-vision deficiency;
+    kept and backfilled cells, which were two close greens, differ in colour."""
+    from litellm_governance._html import FATE_COLOURS, KIND_COLOURS, OTHER_COLOUR
+
+    colours = {**KIND_COLOURS, "other": OTHER_COLOUR}
+    close = [
+        (a, b, round(delta_e2000(lab(colours[a], CVD[vision]), lab(colours[b], CVD[vision])), 1))
+        for a, b in itertools.combinations(colours, 2)
+        if delta_e2000(lab(colours[a], CVD[vision]), lab(colours[b], CVD[vision])) < DISTINCT
+    ]
+    assert close == []
+    assert set(FATE_COLOURS.values()) <= set(KIND_COLOURS.values())
+    assert FATE_COLOURS["kept"] != FATE_COLOURS["backfilled"]
+    assert FATE_COLOURS["snipped"] != FATE_COLOURS["compacted"] != FATE_COLOURS["orphans_dropped"]
+
+
 def big_explain(n: int = 2_000) -> dict[str, Any]:
     """The long fixture repeated until it has `n` input messages (indexes renumbered)."""
     base = load("chat_long")
@@ -370,20 +503,23 @@ class Browser:
     """One headless Chromium with remote debugging on a free port; pages are opened as new targets."""
 
     def __init__(self, chromium: str) -> None:
-        self.profile = tempfile.TemporaryDirectory()
-        self.log = open(Path(self.profile.name) / "stderr.log", "w+b")  # noqa: SIM115 - closed in close()
+        self.profile = Path(tempfile.mkdtemp(prefix="chromium-profile-"))
+        self.log = open(self.profile / "stderr.log", "w+b")  # noqa: SIM115 - closed in close()
+        # Its own process group: close() ends Chromium's helpers (renderer, GPU, crash handler) too, which
+        # go on writing the profile after the browser process itself has exited.
         self.process = subprocess.Popen(
             [
                 chromium,
                 *CHROMIUM_FLAGS,
-                f"--user-data-dir={self.profile.name}",
+                f"--user-data-dir={self.profile}",
                 "--remote-debugging-port=0",
                 "about:blank",
             ],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
+            start_new_session=True,
         )
-        active = Path(self.profile.name) / "DevToolsActivePort"
+        active = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (active.exists() and len(active.read_text().split()) >= 2):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -394,14 +530,93 @@ class Browser:
         self.url = f"ws://127.0.0.1:{port}{path}"
 
     def close(self) -> None:
-        self.process.terminate()
+        """End the browser and every helper process it started, then remove the profile: helpers that
+        outlive the browser keep writing it for a moment (``Directory not empty: 'Default'``)."""
+        group = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
             self.process.wait()
+        deadline = time.monotonic() + 5
+        while group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)  # a helper that ignored SIGTERM
         self.log.close()
-        self.profile.cleanup()
+        remove_tree(self.profile)
+
+
+def group_alive(group: int) -> bool:
+    """Whether a process of process group `group` still runs (zombies waiting for a parent to reap
+    them write nothing and do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # pragma: no cover - not Linux: any member, zombie or not
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == group and fields[0] not in "ZX":
+            return True
+    return False
+
+
+def remove_tree(path: Path, attempts: int = 20) -> None:
+    """``shutil.rmtree`` that retries while something still writes into the tree, then gives up quietly
+    (a profile left in the temporary directory is no test failure)."""
+    for _ in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# A stand-in for Chromium: opens a "DevTools port" in its profile and starts a helper (in its process group)
+# that keeps writing the profile after the browser process itself has gone, as Chromium's helpers do.
+FAKE_BROWSER = """
+import os, pathlib, sys, time
+profile = pathlib.Path(next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--user-data-dir=")))
+default = profile / "Default"
+default.mkdir(parents=True, exist_ok=True)
+browser = os.getpid()
+if os.fork() == 0:
+    while os.getppid() == browser:
+        time.sleep(0.001)
+    end, n = time.monotonic() + 5, 0
+    while time.monotonic() < end:
+        n += 1
+        (default / f"journal-{n % 64}").write_text("x")
+    os._exit(0)
+(profile / "DevToolsActivePort").write_text("9222\\n/devtools/browser/fake\\n")
+time.sleep(60)
+"""
+
+
+def test_closing_the_browser_removes_its_profile_while_helpers_still_write(tmp_path: Path) -> None:
+    """The fixture's teardown ends the helpers too and removes the profile, instead of failing with
+    ``OSError: [Errno 39] Directory not empty: 'Default'`` (which turned a green run red)."""
+    fake = tmp_path / "fake-chromium"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_BROWSER}")
+    fake.chmod(0o755)
+    for _ in range(3):
+        browser = Browser(str(fake))
+        assert browser.url == "ws://127.0.0.1:9222/devtools/browser/fake"
+        browser.close()
+        assert not group_alive(browser.process.pid), "a helper of the browser outlived close()"
+        assert not browser.profile.exists()
 
 
 @pytest.fixture(scope="module")

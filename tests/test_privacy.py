@@ -267,13 +267,12 @@ def test_proxy_log_has_no_content(
         model_list=[
             model_entry("private-small", "openai/up-private", base, max_input_tokens=3_000),
             model_entry("private-glm", "zai/glm-4.6", base, max_input_tokens=6_000),
-            model_entry("private-broken", "openai/up-private-broken", base, governance_profile=secret("profile")),
         ],
         callback_settings={"governance": {"keep_recent": 1}},
         pythonpath=[str(helper)],
     )
     bodies: list[dict[str, Any]] = []
-    for i, model in enumerate(["private-small", "private-glm", "private-broken", "private-broken"]):
+    for i, model in enumerate(["private-small", "private-glm", "private-small"]):
         bodies.append({"model": model, "messages": marked_conversation(f"-r{i}"), "max_tokens": 64})
     bodies.append({"model": "private-glm", "messages": marked_conversation("-stream"), "stream": True})
     bodies += [
@@ -283,9 +282,9 @@ def test_proxy_log_has_no_content(
     ]
     with proxy.client() as client:
         statuses = [client.post("/v1/chat/completions", json=body).status_code for body in bodies]
-    assert statuses[:5] == [200] * 5, proxy.log_tail()
+    assert statuses[:4] == [200] * 4, proxy.log_tail()
     markers_sent = sum(1 for body in upstream.bodies() if MARK in json.dumps(body))
-    assert markers_sent >= 5  # the requests did carry markers to the provider
+    assert markers_sent >= 4  # the requests did carry markers to the provider
     log = Path(proxy.log_path).read_text(encoding="utf-8", errors="replace")
     plugin_lines = [line for line in log.splitlines() if "PLUGIN-LOG" in line]
     assert any("governance skipped" in line for line in plugin_lines), proxy.log_tail()

@@ -96,3 +96,37 @@ def test_snippet_runs(snippet: str, providers_here: RecordingUpstream) -> None:
         assert len(requests) == 3  # chat, /v1/messages translated to chat, /v1/responses
     if "govern(" in snippet:
         assert namespace["result"].report.changed and namespace["governed"].report.format == "chat"
+
+
+def test_the_first_lines_are_the_two_commands() -> None:
+    """A newcomer reads `make demo` and `make test` first, and nothing else in that block."""
+    text = README.read_text(encoding="utf-8")
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert text.startswith("# litellm-governance\n\n```bash\nmake demo ")
+    assert [line.split()[:2] for line in block.splitlines()] == [["make", "demo"], ["make", "test"]]
+
+
+def test_it_says_what_is_needed_and_how_long_it_takes() -> None:
+    """The Python the package requires and make, every program a test looks for (its tests skip
+    without it), the command the package installs, and measured durations of the two commands."""
+    text = README.read_text(encoding="utf-8")
+    head = text.split("\n## ", 1)[0]  # said before the first section
+    pyproject = (README.parent / "pyproject.toml").read_text(encoding="utf-8")
+    python = re.search(r'^requires-python = ">=([\d.]+)"', pyproject, flags=re.MULTILINE)
+    assert python is not None and f"Python ≥ {python.group(1)}" in head and "`make`" in head
+    tests = README.parent / "tests"
+    looked_for = set()
+    for path in tests.rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        looked_for |= set(re.findall(r'shutil\.which\("([\w-]+)"\)', source))
+        if "shutil.which(name)" in source:
+            looked_for |= set(re.findall(r'for name in \(("[\w-]+")', source))
+    looked_for = {name.strip('"') for name in looked_for}
+    assert {"redis-server", "chromium"} <= looked_for
+    for program in looked_for:
+        assert f"`{program}`" in head, program
+    assert "skip" in head and "Node.js" in head
+    for command in ("make demo", "make test"):
+        assert re.search(rf"`{command}` (about )?\d+(\.\d+)? min", head), command
+    script = re.search(r'^([\w-]+) = "litellm_governance.__main__:main"', pyproject, flags=re.MULTILINE)
+    assert script is not None and f"{script.group(1)} explain" in text

@@ -167,6 +167,30 @@ def test_sync_completion_gets_no_hook_but_the_wrapper_governs(
     assert last_messages(upstream) == REPAIRED_FOR_GLM
 
 
+def test_sync_completion_uses_the_registered_hooks_options(upstream: RecordingUpstream) -> None:
+    """`completion()` governs with the options of the GovernanceHook in litellm.callbacks, as the async
+    calls do: a 16k window gives a budget of 10,880, not the model's 194,880."""
+    from bench.sessions import make_session
+
+    session = make_session(200, seed=5)
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [GovernanceHook(context_window_tokens=16_000, cache_stable=False)]
+    try:
+        completion(model="zai/glm-4.6", api_base=upstream.base_url, api_key="x", messages=session)
+        sent = last_messages(upstream)
+        explicit = GovernanceConfig(context_window_tokens=16_000, cache_stable=False)
+        expected = govern_request({"model": "zai/glm-4.6", "messages": session}, config=explicit)
+        assert expected.report.budget == 10_880 and expected.report.changed
+        assert [m.get("tool_call_id") or m["role"] for m in sent] == [
+            m.get("tool_call_id") or m["role"] for m in expected.request["messages"]
+        ]
+        litellm.callbacks = [GovernanceHook(enabled=False)]
+        completion(model="zai/glm-4.6", api_base=upstream.base_url, api_key="x", messages=session)
+        assert len(last_messages(upstream)) == len(session)  # a disabled hook: sent as it is
+    finally:
+        litellm.callbacks = saved
+
+
 def test_disabled_hook_changes_nothing(upstream: RecordingUpstream) -> None:
     """enabled=False turns the hook into a no-op."""
     upstream.clear()

@@ -24,14 +24,17 @@ and the state that makes the proxy's second pass a cheap no-op), `overrides` (pe
 ``metadata.governance``, pure), `routing` (which deployment a request is fitted to; whether LiteLLM
 will translate it), `learning` and `calibration_store` (calibration: learned token ratios per
 deployment, shared through the proxy's Redis), `reporting` (report placement, header, log line),
-`failures` (fail open or closed), `startup` (``proxy_handler_instance``, start-up checks), `sync`
-(the synchronous `completion`), `fields` (where things live in LiteLLM's requests), `logonce`.
+`failures` (fail open or closed), `metrics` (Prometheus series, next to LiteLLM's on the proxy's
+``/metrics``), `startup` (``proxy_handler_instance``, start-up checks), `sync` (the synchronous
+`completion`), `fields` (where things live in LiteLLM's requests), `logonce`.
 
 Reporting: the report goes into ``spend_logs_metadata.governance`` of the request's LiteLLM
 metadata (``metadata`` for chat, ``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``,
 whose ``metadata`` is the provider's own field) — the key LiteLLM's standard logging payload
 keeps, so every logging integration sees it —, a short ``x-litellm-governance`` response header
-from the proxy, and one INFO log line per changed request on the ``litellm_governance`` logger.
+from the proxy, one INFO log line per changed request on the ``litellm_governance`` logger, and
+Prometheus metrics (`metrics`: requests by outcome, tokens removed per stage, latency, the token
+ratio in use, context-length rejections; labels are model groups and deployments only).
 Counts and token figures only, never content.
 
 Calibration (``calibrate``, on by default; the estimator is `_calibration`): both passes budget
@@ -48,8 +51,9 @@ LiteLLM's own DualCache where the proxy has one (`calibration_store.shared_cache
 
 Failure: an internal error logs a warning and lets the original request through (fail-open),
 unless the operator set ``fail_closed``, in which case the client gets a 400. A configuration
-error (an unknown profile in a deployment's ``model_info``) is reported as one, naming the field,
-every minute at most while it lasts.
+error (an unknown profile in a deployment's ``model_info``) stops the proxy's start-up when its config
+has it, and is reported as one, naming the field, every minute at most while it lasts when it comes
+later (a deployment added at run time).
 
 Importing this package imports LiteLLM and changes nothing else in the process: no environment
 variable, no logging handler (the proxy's `proxy_handler_instance` adds one, when first used).

@@ -15,6 +15,7 @@ from .._request import Format
 from .failures import Failures
 from .fields import SETTINGS_KEY, format_of
 from .learning import Learning, usage_of, usage_of_log_event
+from .metrics import metrics
 from .passes import Stage, run_pass
 from .reporting import header
 from .routing import deployment_target, group_target, translated_later
@@ -135,6 +136,7 @@ class GovernanceHook(CustomLogger):
     ) -> None:
         """A request succeeded (streaming ones too): learn from ``usage`` if no deployment hook did."""
         self._learning.learn_success(kwargs, usage_of_log_event(kwargs, response_obj))
+        metrics().logged(kwargs, lambda: self.config)
 
     async def async_log_failure_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
@@ -143,6 +145,7 @@ class GovernanceHook(CustomLogger):
         exception = kwargs.get("exception")
         if isinstance(exception, BaseException):
             self._learning.learn_failure(kwargs, exception)
+        metrics().logged(kwargs, lambda: self.config)
 
     def reset_calibration(self) -> None:
         """Forget what this process learned (the shared cache keeps its keys: see

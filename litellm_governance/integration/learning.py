@@ -5,7 +5,6 @@ context-length rejection on failure). The estimator is `_calibration`; the store
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,8 @@ from .._report import GovernanceReport
 from .._request import Format, max_output_tokens
 from .calibration_store import CalibrationStore, Sent
 from .fields import HISTORY, call_id_of
-from .logonce import LogOnce, where
+from .logonce import LogOnce
+from .metrics import deployment_label, metrics
 from .reporting import logger
 
 __all__ = ["Learning", "Ratio", "usage_of", "usage_of_log_event"]
@@ -141,6 +141,9 @@ class Learning:
             window_error = getattr(import_litellm(), "ContextWindowExceededError", None)
             if error is None and isinstance(window_error, type) and isinstance(exception, window_error):
                 error = ContextError()
+            if error is not None:
+                deployment = deployment_label(data.get("model"), data.get("custom_llm_provider"))
+                metrics().context_rejection(call_id, deployment)
             sent = self.store.take(call_id)
             if error is None or sent is None:
                 return
@@ -172,11 +175,4 @@ class Learning:
         self.store.reset()
 
     def _failed(self, exc: BaseException) -> None:
-        location = where(exc)
-        self._failures.log(
-            (type(exc).__name__, location),
-            logging.WARNING,
-            "calibration skipped (%s at %s): budgets use the profile's ratio",
-            type(exc).__name__,
-            location,
-        )
+        self._failures.failure(exc, "calibration skipped (%s at %s): budgets use the profile's ratio")

@@ -57,6 +57,12 @@ class LogOnce:
         elif self._then is not None:
             self._logger.log(self._then, msg, *args)
 
+    def failure(self, exc: BaseException, msg: str) -> None:
+        """A WARNING (once per kind and place) naming `exc`'s type and code location, never its text
+        (which may quote a request): `msg` has two ``%s``, for them."""
+        location = where(exc)
+        self.log((type(exc).__name__, location), logging.WARNING, msg, type(exc).__name__, location)
+
 
 def where(exc: BaseException) -> str:
     """Where `exc` was raised, as ``file.py:line``: code, never data, so always safe to log."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -18,6 +19,7 @@ from .._request import Format, GovernedRequest, govern_request
 from .failures import Failures
 from .fields import HISTORY, METADATA, call_id_of
 from .learning import Learning, Ratio
+from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
 from .reporting import log_report, record, with_notes
 from .summaries import SUMMARY_MARKER, Summaries
@@ -29,6 +31,8 @@ Stage = Literal["pre_call", "deployment"]
 
 #: Requests with more text than this are governed in a worker thread (tokenizing ~1 MB takes ~0.1 s).
 OFF_LOOP_CHARS: Final = 500_000
+# What a pass records for a request that opted out (``metadata.governance.disable``, where allowed).
+_DISABLED: Final = {"skipped": True, "reason": "disabled", "changed": False, "summary": "skipped (disabled)"}
 #: Private state in the request metadata (LiteLLM's logging payload does not keep it): what the
 #: last pass governed, so an identical second pass is skipped, and the pre-call pass's report.
 STATE_KEY: Final = "_governance_state"
@@ -84,9 +88,11 @@ async def run_pass(
     target: Deployment | None = None
     # Calibration: the deployment's learned ratio, and what to remember until its provider answers.
     ratio: Ratio | None = None
+    started = time.perf_counter()
     try:
         config, client_window, notes = request_overrides(config, metadata)
         if not config.enabled:
+            record(request, fmt, {**_DISABLED, "format": fmt, "stage": stage})
             return None
         target = target_of()
         if client_window is not None:
@@ -107,17 +113,23 @@ async def run_pass(
     except ConfigError as exc:
         where = target.describe() if target is not None else "the request"
         error = ConfigError(f"{where}: {exc.redacted}")
+        metrics().governed_pass(fmt, time.perf_counter() - started, None, None)
         failures.config_error(request, fmt, stage, error, fail_closed=config.fail_closed)
         return None
     except InvalidRequestError as exc:
+        metrics().governed_pass(fmt, time.perf_counter() - started, None, None)
         failures.failed(request, fmt, stage, exc, fail_closed=config.fail_closed, client_error=True)
         return None
     except (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError):
         raise
     except BaseException as exc:  # noqa: BLE001 - fail-open is the contract (and Rust panics are BaseExceptions)
+        metrics().governed_pass(fmt, time.perf_counter() - started, None, None)
         failures.failed(request, fmt, stage, exc, fail_closed=config.fail_closed)
         return None
 
+    metrics().governed_pass(
+        fmt, time.perf_counter() - started, deployment_label(target.model, target.provider), governed.report.token_ratio
+    )
     report = with_notes(governed.report, notes)
     log_report(report, stage)
     # The pre-call pass's report stays the start of the story: a deployment pass (again on each

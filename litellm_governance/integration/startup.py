@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -16,9 +17,16 @@ from .._models import import_litellm
 from .._profiles import PROFILES
 from .fields import SETTINGS_KEY
 from .hook import GovernanceHook
+from .metrics import metrics
 from .reporting import logger
 
-__all__ = ["check_proxy_settings", "proxy_instance", "validate_deployments"]
+__all__ = [
+    "check_model_list",
+    "check_proxy_settings",
+    "configured_model_list",
+    "proxy_instance",
+    "validate_deployments",
+]
 
 #: How the proxy's log lines look when the operator configured no logging for us.
 LOG_FORMAT: Final = "%(asctime)s - litellm_governance - %(levelname)s - %(message)s"
@@ -41,15 +49,17 @@ def proxy_instance() -> GovernanceHook:
     check_proxy_settings()
     try:
         hook = GovernanceHook()
+        check_model_list(configured_model_list())
     except ConfigError as exc:
         logger.error("litellm-governance cannot start: %s", exc)
         raise
     from .. import __version__
 
     logger.info(
-        "litellm-governance %s active (chat, /v1/messages, /v1/responses): %s",
+        "litellm-governance %s active (chat, /v1/messages, /v1/responses): %s; %s",
         __version__,
         hook.config.describe(),
+        metrics().describe(),
     )
     _validate_proxy_models_soon()
     return hook
@@ -67,6 +77,25 @@ def check_proxy_settings() -> None:
                 short_repr(name)[1:-1],
                 SETTINGS_KEY,
             )
+
+
+def configured_model_list() -> list[Mapping[str, Any]]:
+    """The ``model_list`` of the config the proxy is loading (LiteLLM keeps the whole config before
+    it loads callbacks, and builds its router after them); empty outside a proxy, or where this
+    LiteLLM keeps no such state (the deployments are then checked once the router exists)."""
+    server = sys.modules.get("litellm.proxy.proxy_server")
+    config = getattr(getattr(server, "proxy_config", None), "config", None)
+    models = config.get("model_list") if isinstance(config, Mapping) else None
+    return [m for m in models if isinstance(m, Mapping)] if isinstance(models, list) else []
+
+
+def check_model_list(deployments: list[Mapping[str, Any]]) -> None:
+    """Raise a `ConfigError` naming every deployment whose governance fields are wrong (an unknown
+    profile, a misspelt field), with a "did you mean": like a misspelt option, it stops start-up
+    rather than sending that model's requests ungoverned."""
+    problems = validate_deployments(deployments)
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def validate_deployments(deployments: list[Mapping[str, Any]]) -> list[str]:
@@ -113,6 +142,7 @@ def _validate_proxy_models_soon() -> None:
             if time.monotonic() < deadline:
                 loop.call_later(_ROUTER_POLL, check)
             return
+        # What start-up checked stopped it; what is found here came later (models added at run time).
         for problem in validate_deployments(list(getattr(router, "model_list", None) or [])):
             logger.error("configuration error: %s (requests to it are sent ungoverned)", problem)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +48,22 @@ def test_demo(upstream: RecordingUpstream) -> None:
     assert out.count("with the plugin:    HTTP 200") == 2
     assert out.count("GLM's rules broken in what it received: none") == 2
     assert out.count("x-litellm-governance: compacted=") == 2
+    # Its last hint can be followed as printed: the request is saved, the command runs from the root.
+    command = out.strip().splitlines()[-1].strip()
+    assert command.startswith(".venv/bin/python -m litellm_governance explain .demo/") or sys.executable in command
+    report = ROOT / ".demo" / "report.html"
+    report.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    explained = subprocess.run(shlex.split(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert explained.returncode == 0, explained.stderr[-2000:]
+    assert "chat request for zai/glm-4.6" in explained.stdout and "window 32,768 (deployment)" in explained.stdout
+    assert "wrote the HTML report to .demo/report.html" in explained.stdout and report.stat().st_size > 10_000
 
 
 def test_sdk_quickstart(upstream: RecordingUpstream) -> None:
     """Async (hook) and sync (wrapper) calls both reach the provider governed for GLM."""
     done = run_example("sdk_quickstart.py", upstream)
-    assert "governance: backfilled=1; merged=1; trailing=1" in done.stdout
+    assert "governance: backfilled=1; merged=1; trailing_assistant_dropped=1" in done.stdout
     bodies = upstream.bodies(model="glm-4.6")
     assert len(bodies) == 2 and bodies[0]["messages"] == bodies[1]["messages"]
     assert problems(bodies[0]["messages"], "strict") == []

@@ -161,7 +161,7 @@ def test_every_route_and_deployment_kind(  # noqa: PLR0917 - fixtures and parame
     assert response.status_code == 200, f"{response.text[:800]}\nupstream got: {json.dumps(got)[:1500]}"
     assert got_path == path
     header = response.headers.get("x-litellm-governance", "")
-    assert "orphans=1" in header and "backfilled=1" in header, header
+    assert "orphans_dropped=1" in header and "backfilled=1" in header, header
     if path.endswith("/v1/messages"):
         assert anthropic_problems(got["messages"], prefill=False) == []
         if route == "/v1/messages":  # untranslated: the thinking block arrived as signed

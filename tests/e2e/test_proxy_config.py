@@ -16,12 +16,7 @@ from .conftest import ProxyFactory, model_entry
 
 
 def models(upstream: RecordingUpstream) -> list[dict[str, Any]]:
-    base = upstream.base_url
-    return [
-        model_entry("agent", "openai/up-agent", base, max_input_tokens=100_000),
-        # A deployment whose model_info names a profile that does not exist: governance fails.
-        model_entry("misconfigured", "openai/up-misconfigured", base, governance_profile="no-such-profile"),
-    ]
+    return [model_entry("agent", "openai/up-agent", upstream.base_url, max_input_tokens=100_000)]
 
 
 @pytest.fixture(scope="module")
@@ -127,36 +122,13 @@ def test_overrides_need_the_operators_permission(proxy: ProxyProcess, upstream: 
     assert all("omitted" not in m["content"] for m in messages if m["role"] == "tool")
 
 
-def test_configuration_error_fails_open_and_is_reported_as_one(
-    configured: ProxyProcess, upstream: RecordingUpstream
-) -> None:
-    """A deployment naming an unknown profile: the start-up log says which deployment and which
-    field; each request goes through unchanged, with a rate-limited warning that names the field
-    (a configuration error, not an internal one) and no content."""
-    broken = [system(), user("secret-task-text"), user("more"), calling("x", content="go")]
-    for _ in range(3):
-        assert post(configured, {"model": "misconfigured", "messages": broken}).status_code == 200
-    assert len(upstream.bodies(model="up-misconfigured")[-1]["messages"]) == len(broken)
-    log = configured.log_path.read_text(encoding="utf-8", errors="replace")
-    startup = [line for line in log.splitlines() if "configuration error: model_list[1]" in line]
-    assert startup and "model_info.governance_profile" in startup[0] and "'misconfigured'" in startup[0]
-    skipped = [line for line in log.splitlines() if "governance skipped" in line]
-    assert len(skipped) == 1  # again at most once a minute while the error lasts
-    assert "configuration error" in skipped[0] and "model_info.governance_profile" in skipped[0]
-    assert "secret-task-text" not in log
-    assert "skipped (configuration error)" in response_header(configured, broken)
-
-
-def response_header(proxy: ProxyProcess, messages: list[dict[str, Any]]) -> str:
-    return str(post(proxy, {"model": "misconfigured", "messages": messages}).headers.get("x-litellm-governance"))
-
-
 def test_fail_closed_rejects_with_a_clear_400(fail_closed: ProxyProcess, upstream: RecordingUpstream) -> None:
-    """With fail_closed: true, the client gets a 400 that says why, and nothing reaches the provider."""
-    response = post(fail_closed, {"model": "misconfigured", "messages": [user("hello")]})
+    """With fail_closed: true, a request governance cannot read gets a 400 that says why, and nothing
+    reaches the provider."""
+    response = post(fail_closed, {"model": "agent", "messages": [["not", "a", "message"]]})
     assert response.status_code == 400
     assert "fail_closed" in response.text
-    assert not upstream.bodies(model="up-misconfigured")
+    assert not upstream.bodies(model="up-agent")
 
 
 def test_start_up_says_the_plugin_is_on_and_flags_a_misspelled_section(
@@ -164,11 +136,12 @@ def test_start_up_says_the_plugin_is_on_and_flags_a_misspelled_section(
 ) -> None:
     """One line at start-up with the effective options; `governence:` gets a "did you mean"."""
     proxy = proxy_factory(
-        model_list=models(upstream)[:1], callback_settings={"governence": {"keep_recent": 2}, "other_plugin": {}}
+        model_list=models(upstream), callback_settings={"governence": {"keep_recent": 2}, "other_plugin": {}}
     )
     log = proxy.log_path.read_text(encoding="utf-8", errors="replace")
     active = [line for line in log.splitlines() if "litellm-governance" in line and "active" in line]
     assert len(active) == 1 and "keep_recent=10" in active[0] and "compactable_tools=agents" in active[0]
+    assert "compact_batch=1 (20 with cache_stable)" in active[0] and "snip_watermark=derived" in active[0]
     warned = [line for line in log.splitlines() if "did you mean callback_settings.governance" in line]
     assert len(warned) == 1 and "callback_settings.governence is not read" in warned[0]
     assert "other_plugin" not in log
@@ -181,7 +154,7 @@ def test_a_misspelled_option_stops_start_up_with_a_clear_error(
     from ._proxy import ProxyStartError, start_proxy
 
     config = {
-        "model_list": models(upstream)[:1],
+        "model_list": models(upstream),
         "litellm_settings": {"callbacks": ["litellm_governance.proxy_handler_instance"]},
         "callback_settings": {"governance": {"keep_recnt": 3}},
     }
@@ -191,3 +164,39 @@ def test_a_misspelled_option_stops_start_up_with_a_clear_error(
     first_error = next(line for line in log.splitlines() if "ERROR" in line)
     assert "litellm-governance cannot start" in first_error
     assert "'keep_recnt' (did you mean 'keep_recent'?)" in first_error
+
+
+@pytest.mark.parametrize(
+    ("model_info", "expected", "meant"),
+    [
+        ({"governance_profile": "stirct"}, "model_info.governance_profile is not one of", "strict"),
+        ({"governance_profle": "strict"}, "model_info.governance_profle is not a field", "governance_profile"),
+    ],
+    ids=["profile", "field"],
+)
+def test_a_misspelled_deployment_field_stops_start_up_too(
+    upstream: RecordingUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+    model_info: dict[str, Any],
+    expected: str,
+    meant: str,
+) -> None:
+    """`governance_profile: stirct` used to start the proxy and send that model's requests ungoverned
+    (GLM then answers 1214): like a misspelled option, it stops start-up, naming the deployment, the
+    field, and what was meant."""
+    from ._proxy import ProxyStartError, start_proxy
+
+    config = {
+        "model_list": [
+            *models(upstream),
+            model_entry("glm", "zai/glm-4.6", upstream.base_url, max_input_tokens=32_768, **model_info),
+        ],
+        "litellm_settings": {"callbacks": ["litellm_governance.proxy_handler_instance"]},
+    }
+    workdir = tmp_path_factory.mktemp("bad_deployment")
+    with pytest.raises(ProxyStartError):
+        start_proxy(config, workdir=workdir, timeout=90)
+    log = (workdir / "proxy.log").read_text(errors="replace")
+    first_error = next(line for line in log.splitlines() if "ERROR" in line)
+    assert "litellm-governance cannot start" in first_error and "model_list[1] (model_name 'glm')" in first_error
+    assert expected in first_error and f"(did you mean {meant!r}?)" in first_error
