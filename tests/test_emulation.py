@@ -31,6 +31,7 @@ from litellm_governance.testing.emulation import (
     check_context,
     count_prompt_tokens,
     count_text_tokens,
+    seal_reasoning,
     sign_thinking,
     validate,
 )
@@ -130,6 +131,11 @@ def r_output(call_id: str) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": call_id, "output": "result"}
 
 
+def r_reasoning(item_id: str, *, tamper: bool = False) -> dict[str, Any]:
+    sealed = seal_reasoning(item_id)
+    return {"type": "reasoning", "id": item_id, "summary": [], "encrypted_content": sealed[:-1] if tamper else sealed}
+
+
 # ---- one broken and one fixed body per rule ------------------------------------------------------------
 
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -180,6 +186,20 @@ CASES: tuple[Case, ...] = (
         {"model": "gpt-4.1", "input": [r_msg(), r_output("call_7")]},
         {"model": "gpt-4.1", "input": [r_msg()]},
         expect="No tool call found for function call output with call_id call_7.",
+    ),
+    Case(
+        "openai.responses.reasoning_without_following",
+        "responses",
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_1"), r_msg("go on")]},
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_1"), r_call("call_1"), r_output("call_1")]},
+        expect="Item 'rs_1' of type 'reasoning' was provided without its required following item.",
+    ),
+    Case(
+        "openai.responses.encrypted_content",
+        "responses",
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_2", tamper=True), r_call("c"), r_output("c")]},
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_2"), r_call("c"), r_output("c")]},
+        expect="The encrypted content for item rs_2 could not be verified.",
     ),
     # Anthropic
     Case(

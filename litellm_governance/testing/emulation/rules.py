@@ -131,6 +131,25 @@ RULES: Final[tuple[Rule, ...]] = (
         source="https://github.com/BerriAI/litellm/issues/31439 ; openai/codex session-repair reports",
     ),
     Rule(
+        id="openai.responses.reasoning_without_following",
+        provider="openai",
+        wire="responses",
+        checks="a reasoning item is followed by the item it reasoned towards (a call or an assistant message)",
+        error="Item '{id}' of type 'reasoning' was provided without its required following item.",
+        source="https://github.com/continuedev/continue/issues/8933 ; openai/openai-node#1567",
+    ),
+    Rule(
+        id="openai.responses.encrypted_content",
+        provider="openai",
+        wire="responses",
+        checks="a reasoning item's encrypted_content comes back exactly as the provider issued it",
+        error="The encrypted content for item {id} could not be verified. Reason: Encrypted content could not "
+        "be decrypted or parsed.",
+        source="https://github.com/smallmain/vscode-unify-chat-provider/issues/178 ; openai/codex#8145",
+        code="invalid_encrypted_content",
+        note="the emulator can verify only what it sealed itself (seal_reasoning); other content is accepted",
+    ),
+    Rule(
         id="openai.responses.context_length",
         provider="openai",
         wire="responses",
