@@ -222,7 +222,10 @@ class _Handler(Replies):
         self._context_management = None
         self._turn = None
         if emulator is not None:
-            rejection, self._prompt_tokens = emulator.check(kind, body, path_model)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            verdict = emulator.answer(kind, body, path_model, headers)
+            rejection, self._prompt_tokens = verdict.rejection, verdict.tokens
+            self._context_management = verdict.context_management
             if rejection is not None:
                 self._record(body, rejection.status, rejection.rule_id)
                 self._send_json(rejection.status, rejection.body, rejection.headers)

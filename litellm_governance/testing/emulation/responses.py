@@ -52,6 +52,9 @@ _RESPONSES_OUTPUTS: Final[Mapping[str, str]] = {out: words for out, words in _RE
 
 
 def validate_responses(body: JSON, model: str | None) -> Violation | None:
+    management = body.get("context_management")
+    if management is not None and not isinstance(management, list):
+        return violation("openai.responses.context_management_shape", "context_management")
     items = as_dicts(body.get("input"))
     for index, item in enumerate(items):
         if item.get("type") != "reasoning":
