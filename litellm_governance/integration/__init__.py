@@ -25,7 +25,9 @@ and the state that makes the proxy's second pass a cheap no-op), `overrides` (pe
 will translate it), `learning` and `calibration_store` (calibration: learned token ratios per
 deployment, shared through the proxy's Redis), `reporting` (report placement, header, log line),
 `failures` (fail open or closed), `startup` (``proxy_handler_instance``, start-up checks), `sync`
-(the synchronous `completion`), `fields` (where things live in LiteLLM's requests), `logonce`.
+(the synchronous `completion`), `fields` (where things live in LiteLLM's requests), `logonce`,
+`context_editing` (Anthropic's context editing and compaction where the deployment lacks them, and
+the ``applied_edits`` of the answer).
 
 Reporting: the report goes into ``spend_logs_metadata.governance`` of the request's LiteLLM
 metadata (``metadata`` for chat, ``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``,
