@@ -215,6 +215,16 @@ def test_claude_codes_keep_all_clears_nothing_and_the_field_goes(
 SUMMARY = "SUMMARY-TEXT: the parser fix is half done; tests/test_parse.py still fails."
 
 
+def compacted(group: str) -> dict[str, Any]:
+    """The request after Anthropic compacted the first four tool uses: their turns, then the turn
+    holding the compaction block, then the fifth and sixth tool uses."""
+    body = request(group, context_management=None)
+    compaction = {"role": "assistant", "content": [{"type": "compaction", "content": SUMMARY}]}
+    messages = body["messages"]
+    body["messages"] = [*messages[:9], compaction, {"role": "user", "content": "Continue."}, *messages[11:]]
+    return body
+
+
 @pytest.mark.parametrize("group", ["cm-zai", "cm-openai"])
 def test_a_compaction_block_reaches_a_translated_route_as_its_summary(
     governed: ProxyProcess, upstreams: dict[str, RecordingUpstream], group: str
@@ -223,14 +233,7 @@ def test_a_compaction_block_reaches_a_translated_route_as_its_summary(
     before it (LiteLLM's own handling, a system-prompt prefix, does not run: no block is left)."""
     upstream = upstreams[group]
     upstream.clear()
-    body = request(group, context_management=None)
-    compaction = {"role": "assistant", "content": [{"type": "compaction", "content": SUMMARY}]}
-    body["messages"] = [
-        *body["messages"][:9],
-        compaction,
-        {"role": "user", "content": "Continue."},
-        *body["messages"][11:],
-    ]
+    body = compacted(group)
     status, answer = send(governed, body)
     assert status == 200, answer
     dump = json.dumps(received(upstream))
@@ -245,14 +248,7 @@ def test_a_compaction_block_reaches_anthropic_byte_for_byte(
     """``anthropic/`` reads compaction blocks itself: the whole history goes, block and all."""
     upstream = upstreams["cm-anthropic"]
     upstream.clear()
-    body = request("cm-anthropic", context_management=None)
-    compaction = {"role": "assistant", "content": [{"type": "compaction", "content": SUMMARY}]}
-    body["messages"] = [
-        *body["messages"][:9],
-        compaction,
-        {"role": "user", "content": "Continue."},
-        *body["messages"][11:],
-    ]
+    body = compacted("cm-anthropic")
     status, answer = send(governed, body)
     assert status == 200, answer
     assert received(upstream)["messages"] == body["messages"]
