@@ -4,7 +4,7 @@ formats, returning a governed copy of the body. No LiteLLM import: usable withou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
 from ._anthropic import AnthropicOutline
@@ -13,6 +13,7 @@ from ._errors import InvalidRequestError
 from ._pipeline import ChatOutline, Outline, run
 from ._report import GovernanceReport
 from ._responses import ResponsesOutline
+from ._thinking import THINKING_OFF_NOTE, lost_thinking_fields
 
 __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
 
@@ -111,9 +112,18 @@ def govern_request(
         ratio_source=ratio_source,
     )
     report = outcome.report
+    history = outcome.fields.get("input" if chosen == "responses" else "messages")
+    thinking = (
+        lost_thinking_fields(request, history, chosen)
+        if outcome.context.profile.thinking_leads_tool_turn and isinstance(history, list)
+        else ()
+    )
+    if thinking:
+        steps = {**report.steps, "thinking_off": 1}
+        report = replace(report, steps=steps, notes=(*report.notes, THINKING_OFF_NOTE), changed=True)
     if not report.changed:
         return GovernedRequest(request=request if isinstance(request, dict) else dict(request), report=report)
-    governed = dict(request)
+    governed = {key: value for key, value in request.items() if key not in thinking}
     governed.update(outcome.fields)
     return GovernedRequest(request=governed, report=report)
 
