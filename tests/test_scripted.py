@@ -219,3 +219,29 @@ class TestWires:
             with pytest.raises(urllib.error.HTTPError) as refused:
                 post(server, "/v1/responses", {**body, "input": [history[0], tampered, call, output]})
             assert "could not be verified" in refused.value.read().decode()
+
+
+def test_the_command_line_plays_the_script() -> None:
+    """``python -m litellm_governance.testing --script-rounds 2`` answers as the scripted model."""
+    import os
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "litellm_governance.testing", "--port", "0", "--script-rounds", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        body = {"model": "m", "tools": [CHAT_SHELL], "messages": [{"role": "user", "content": "go"}]}
+        request = urllib.request.Request(
+            base_url + "/chat/completions", data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+        )
+        with _OPENER.open(request, timeout=10) as response:
+            answer = json.loads(response.read())
+        (call,) = answer["choices"][0]["message"]["tool_calls"]
+        assert "MARK-r1-c1" in json.loads(call["function"]["arguments"])["command"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -34,7 +34,7 @@ Use it as a context manager::
         assert upstream.bodies()[0]["messages"] == [...]
 
 or run it as a separate process: ``python -m litellm_governance.testing --port 8099
-[--emulate glm] [--window 32768] [--token-rate 1.3] [--record-dir DIR]``.
+[--emulate glm] [--window 32768] [--token-rate 1.3] [--record-dir DIR] [--script-rounds 6]``.
 
 :func:`start_proxy` runs ``litellm --config`` (your config, as a dict) on a free loopback port,
 offline and with a fresh master key, for end-to-end tests of a proxy configuration. With
