@@ -74,20 +74,25 @@ def upstreams() -> Iterator[dict[str, RecordingUpstream]]:
 
 
 def _models(upstreams: dict[str, RecordingUpstream]) -> list[dict[str, Any]]:
-    return [
-        {
-            "model_name": group,
-            "litellm_params": {
-                "model": model,
-                "api_base": upstreams[group].root_url if root else upstreams[group].base_url,
-                "api_key": "sk-upstream",
-                # GLM has no reasoning_effort, LiteLLM's mapping of `thinking`: dropped, as operators do.
-                **({"drop_params": True} if model.startswith("zai/") else {}),
-            },
-            "model_info": {"max_input_tokens": 200_000},
-        }
-        for group, (model, _, root) in ROUTES.items()
+    # A group of two: GLM first, Claude behind it (order 2). Before routing the plugin cannot tell
+    # which one serves the request (one has context editing): it is left to the deployment hook.
+    mixed = [
+        {**entry, "model_name": "cm-mixed", "litellm_params": {**entry["litellm_params"], "order": order}}
+        for order, entry in enumerate(_entries(upstreams, ("cm-zai", "cm-anthropic")), 1)
     ]
+    return [*_entries(upstreams, tuple(ROUTES)), *mixed]
+
+
+def _entries(upstreams: dict[str, RecordingUpstream], groups: tuple[str, ...]) -> list[dict[str, Any]]:
+    entries = []
+    for group in groups:
+        model, _, root = ROUTES[group]
+        server = upstreams[group]
+        params = {"model": model, "api_base": server.root_url if root else server.base_url, "api_key": "sk-upstream"}
+        if model.startswith("zai/"):  # GLM has no reasoning_effort, LiteLLM's mapping of `thinking`: dropped
+            params["drop_params"] = True
+        entries.append({"model_name": group, "litellm_params": params, "model_info": {"max_input_tokens": 200_000}})
+    return entries
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +261,19 @@ def test_a_compaction_block_reaches_anthropic_byte_for_byte(
     status, answer = send(governed, body)
     assert status == 200, answer
     assert received(upstream)["messages"] == body["messages"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_group_with_a_native_deployment_is_decided_after_routing(
+    governed: ProxyProcess, upstreams: dict[str, RecordingUpstream], stream: bool
+) -> None:
+    """GLM and Claude in one group: the pre-call hook leaves the edits alone (Claude has them); the
+    deployment hook applies them for GLM, and the answer — streamed too — reports them."""
+    upstream = upstreams["cm-zai"]
+    upstream.clear()
+    status, answer = send(governed, request("cm-mixed", stream=stream))
+    assert status == 200, answer
+    got = received(upstream)
+    assert "context_management" not in got and cleared_in(got) == {0, 2, 3}
+    (edit,) = applied_edits(answer)
+    assert edit["cleared_tool_uses"] == 3
