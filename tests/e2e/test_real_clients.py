@@ -335,3 +335,16 @@ def test_claude_code_summarises_its_session_through_the_plugin(outcomes: dict[st
     last = summary.body["messages"][-1]
     assert last["role"] == "user" and "summary of the conversation so far" in json.dumps(last), outcome.report()
     assert NOTE_START in json.dumps(summary.body), outcome.report()
+
+
+def test_without_the_clients_these_tests_skip_saying_why_or_fail_where_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No installed clients: a skip that says what to run; a failure where CI requires them."""
+    monkeypatch.setattr(_agents, "BIN", tmp_path)
+    monkeypatch.delenv(_agents.REQUIRE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="make clients"):
+        _skip_or_fail()
+    monkeypatch.setenv(_agents.REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=_agents.REQUIRE_ENV):
+        _skip_or_fail()
