@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c const
 RUNTIME := $(VENV)/.runtime-installed
 TOOLCHAIN := $(VENV)/.installed
 
-.PHONY: setup test test-all lint demo bench matrix clean
+.PHONY: setup clients test test-all lint demo bench matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,14 +25,28 @@ $(TOOLCHAIN): $(RUNTIME)
 
 setup: $(TOOLCHAIN)
 
+# The real agent CLIs the end-to-end suite drives (Claude Code and Codex, pinned with their lock file
+# in tests/clients): `npm ci` from the registry, once per change of the lock. Without npm the
+# real-client tests skip, saying why (CI installs Node.js and requires them).
+CLIENTS := tests/clients/node_modules/.installed
+$(CLIENTS): tests/clients/package.json tests/clients/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "Installing the pinned agent CLIs into tests/clients (npm ci) ..."; \
+		cd tests/clients && npm ci --no-audit --no-fund && touch node_modules/.installed; \
+	else \
+		echo "NOTE: npm not found: the real-client tests will skip (install nodejs and npm, then make clients)"; \
+	fi
+
+clients: $(CLIENTS)
+
 lint: setup
 	$(BIN)/ruff check litellm_governance tests bench examples
 	$(BIN)/ruff format --check litellm_governance tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports  # import contracts: pyproject.toml [tool.importlinter]
 
-# The whole suite, in parallel (pytest-xdist: one worker per CPU).
-test: lint
+# The whole suite, in parallel (pytest-xdist: one worker per CPU; the real-client runs share one).
+test: lint clients
 	$(BIN)/python -m pytest -n auto
 
 # Before a release: `make test`, then the whole suite on every matrix entry (CI runs only each
@@ -55,4 +69,4 @@ matrix: $(RUNTIME)
 	./.ci/matrix
 
 clean:
-	rm -rf $(VENV) .ci-venvs .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis .demo
+	rm -rf $(VENV) .ci-venvs .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis .demo tests/clients/node_modules

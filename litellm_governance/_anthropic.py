@@ -10,6 +10,10 @@ The steps work on chat-shaped messages (`_messages`). An Anthropic body becomes:
   (text, ``thinking`` and ``redacted_thinking`` with their signatures, server-tool blocks, unknown
   blocks) and whose ``tool_calls`` stand for the ``tool_use`` blocks.
 
+With a compaction block in the history (`_compaction`), the outline starts at the assistant turn
+holding the newest one — the provider reads nothing before it: the earlier messages are neither
+counted nor governed, and go out as they came, in front of the rendered history.
+
 Every outline message keeps its `Origin`: the client's message or block. Rendering walks the
 governed outline and re-emits the client's own objects: an untouched message is the client's
 object itself; an edited one is rebuilt from the client's blocks with only the edit applied (a
@@ -23,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ._compaction import newest_compaction
 from ._errors import InvalidRequestError
 from ._messages import ORIGIN, SYSTEM_ROLES, Message, Origin, interleave, origin
 
@@ -66,7 +71,12 @@ class AnthropicOutline:
                     f"messages[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(message).__name__}"
                 )
-            group = self._parse(message)
+        newest = newest_compaction(self.messages, "anthropic")
+        #: The messages before the newest compaction's turn: what the provider does not read.
+        self.dead: list[Any] = self.messages[: newest[0]] if newest is not None else []
+        for index in range(len(self.dead), len(self.messages)):
+            message = self.messages[index]
+            group = self._parse(message, opener=newest is not None and index == newest[0])
             self._parts[index] = group
             if _results_first(message):
                 self._groups[id(group[0])] = (message, group)
@@ -88,7 +98,7 @@ class AnthropicOutline:
         return found
 
     @staticmethod
-    def _parse(message: dict[str, Any]) -> tuple[Message, ...]:
+    def _parse(message: dict[str, Any], *, opener: bool = False) -> tuple[Message, ...]:
         role = message.get("role")
         content = message.get("content")
         if role == "user" and type(content) is list and any(_is_block(b, "tool_result") for b in content):
@@ -127,7 +137,11 @@ class AnthropicOutline:
                     marker = marker or block.get("cache_control")
                 else:
                     parts.append(block)
-            assistant: Message = {"role": "assistant", "content": parts, ORIGIN: Origin(message, tuple(content))}
+            assistant: Message = {
+                "role": "assistant",
+                "content": parts,
+                ORIGIN: Origin(message, tuple(content), opener=opener),
+            }
             if calls:
                 assistant["tool_calls"] = calls
             if marker:
@@ -159,7 +173,7 @@ class AnthropicOutline:
                 continue
             out.append(self._other(message))
             index += 1
-        fields: dict[str, Any] = {"messages": out}
+        fields: dict[str, Any] = {"messages": [*self.dead, *out]}
         if len(system) == 1 and origin(system[0]) is not None and system[0]["content"] is self.system:
             fields["system"] = self.system
         elif system:

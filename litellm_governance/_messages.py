@@ -28,6 +28,7 @@ __all__ = [
     "has_cache_control",
     "is_empty_content",
     "is_instruction",
+    "is_opener",
     "is_system",
     "merge_content",
     "tool_calls",
@@ -80,10 +81,15 @@ class Origin:
     continuation: bool = False
     #: Stands for history held upstream (Responses ``previous_response_id``): never rendered.
     virtual: bool = False
+    #: Opens the history the provider reads (the turn or item holding the newest compaction, see
+    #: `_compaction`): kept and counted like the system prompt, and a conversation may start with it.
+    opener: bool = False
 
     def merged(self, later: Origin) -> Origin:
         """The origin of this message merged with a `later` one."""
-        return Origin(self.native, self.order + later.order, self.continuation and later.continuation)
+        return Origin(
+            self.native, self.order + later.order, self.continuation and later.continuation, opener=self.opener
+        )
 
 
 def origin(message: Mapping[Any, Any]) -> Origin | None:
@@ -179,11 +185,18 @@ def _edge_text(content: object, last: bool) -> str | None:
     return None
 
 
+def is_opener(message: Mapping[Any, Any]) -> bool:
+    """The message that opens the history the provider reads: the newest compaction's (see
+    `Origin.opener`)."""
+    found = origin(message)
+    return found is not None and found.opener
+
+
 def is_instruction(message: Mapping[Any, Any]) -> bool:
-    """A system message, or a user message made only of system notes (see `system_note`): the
-    operator's instructions, counted and kept like the system prompt, never taken for the task.
-    A note merged with the user's own text is the user's message."""
-    if is_system(message):
+    """A system message, a user message made only of system notes (see `system_note`), or the
+    compaction that opens the history (`is_opener`): counted and kept like the system prompt,
+    never taken for the task. A note merged with the user's own text is the user's message."""
+    if is_system(message) or is_opener(message):
         return True
     if message.get("role") != "user":
         return False

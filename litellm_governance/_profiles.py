@@ -75,6 +75,9 @@ class Profile:
     #: Tool-call ids carry data after this marker that must survive a rename (LiteLLM keeps
     #: Gemini thought signatures as ``<id>__thought__<signature>``).
     id_payload_marker: str | None = None
+    #: With thinking on, the last assistant turn of an open tool loop must start with its thinking
+    #: block (Claude); where it has none, thinking is turned off for the request (`_thinking`).
+    thinking_leads_tool_turn: bool = False
 
 
 PERMISSIVE = Profile(
@@ -95,6 +98,7 @@ ANTHROPIC = Profile(
     unique_tool_call_ids=True,
     # Claude's tokenizer counts 8-13 % more than o200k on the same text.
     token_ratio=1.15,
+    thinking_leads_tool_turn=True,
 )
 GEMINI = Profile(
     name="gemini",
@@ -143,6 +147,7 @@ BEDROCK_CLAUDE = Profile(
     unique_tool_call_ids=True,
     token_ratio=1.15,
     assistant_after_tool=True,
+    thinking_leads_tool_turn=True,
 )
 DEEPSEEK = Profile(
     name="deepseek",

@@ -4,7 +4,7 @@ formats, returning a governed copy of the body. No LiteLLM import: usable withou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from ._config import GovernanceConfig
@@ -13,6 +13,7 @@ from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spe
 from ._models import Deployment
 from ._pipeline import Calibrated, run
 from ._report import GovernanceReport
+from ._thinking import THINKING_OFF_NOTE, lost_thinking_fields
 from ._trace import CutTurns
 
 __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
@@ -66,10 +67,19 @@ def govern_request(
     deployment = Deployment(target_model, provider, dict(model_info) if model_info else None)
     outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source), summaries)
     report = outcome.report
+    history = outcome.fields.get(chosen.history)
+    thinking = (
+        lost_thinking_fields(request, history, chosen.name)
+        if outcome.context.profile.thinking_leads_tool_turn and isinstance(history, list)
+        else ()
+    )
+    if thinking:
+        steps = {**report.steps, "thinking_off": 1}
+        report = replace(report, steps=steps, notes=(*report.notes, THINKING_OFF_NOTE), changed=True)
     if not report.changed:
         body = request if isinstance(request, dict) else dict(request)
         return GovernedRequest(request=body, report=report, cut=outcome.cut)
-    governed = dict(request)
+    governed = {key: value for key, value in request.items() if key not in thinking}
     governed.update(outcome.fields)
     return GovernedRequest(request=governed, report=report, cut=outcome.cut)
 

@@ -11,8 +11,11 @@ The steps work on chat-shaped messages (`_messages`). A Responses body becomes:
   ``*_call`` item with a ``call_id``) as its ``tool_calls``, every other item as a content part,
   so a reasoning item stays with the call it precedes;
 * a ``*_call_output`` item → a ``tool`` message answering its ``call_id``;
-* anything else (``item_reference``, ``compaction``, unknown types) → a message of its own that
-  no rule touches, dropped only when snipping drops everything around it.
+* anything else (``item_reference``, unknown types) → a message of its own that no rule touches,
+  dropped only when snipping drops everything around it;
+* the newest ``compaction`` item → such a message too, that opens the history (`_compaction`): the
+  items before it are what it replaced — neither counted nor governed, sent as they came, in
+  front of the rendered input — and it is kept and counted like the instructions.
 
 A string ``input`` is a single user turn: there is nothing to govern and it is left alone.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ._compaction import newest_compaction
 from ._errors import InvalidRequestError
 from ._messages import ORIGIN, TEXT_PARTS, Message, Origin, interleave, origin
 
@@ -88,6 +92,9 @@ class ResponsesOutline:
         self.where: dict[int, str] = {}
         self.view: list[Message] = []
         self._originals: set[int] = set()
+        self.dead: list[Any] = []
+        #: id(client item) -> its index in `input` (to keep the client's order where nothing moved)
+        self._position: dict[int, int] = {}
         if instructions is not None and instructions != "":
             self.view.append({"role": "system", "content": instructions, ORIGIN: Origin(_INSTRUCTIONS)})
             self.where[id(self.view[-1])] = "instructions"
@@ -108,6 +115,17 @@ class ResponsesOutline:
                     f"input[{index}] must be an item dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(item).__name__}"
                 )
+        self._position = {id(item): index for index, item in enumerate(items)}
+        newest = newest_compaction(items, "responses")
+        #: The items before the newest compaction: what the provider no longer needs.
+        self.dead = list(items[: newest[0]]) if newest is not None else []
+        for index in range(len(self.dead), len(items)):
+            item = items[index]
+            if newest is not None and index == newest[0]:
+                self.view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item, opener=True)})
+                self.where[id(self.view[-1])] = f"input[{index}]"
+                run = None
+                continue
             if _is_assistant_side(item):
                 if run is None:
                     run, run_order = {"role": "assistant", "content": []}, []
@@ -186,7 +204,9 @@ class ResponsesOutline:
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         """The body's ``input`` (and ``instructions``). The outputs answering an assistant run's
-        calls come right after their call's group of calls, before the run's next item."""
+        calls come right after their call's group of calls, before the run's next item — unless
+        the run and its outputs are the client's own, untouched: then they keep the client's order
+        (Codex puts an assistant message between a call and its output)."""
         if self.left_alone is not None:
             return {}
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
@@ -219,7 +239,11 @@ class ResponsesOutline:
                 while index < len(governed) and governed[index].get("role") == "tool":
                     outputs.append((governed[index].get("tool_call_id"), self._output(governed[index], call_types)))
                     index += 1
-                out.extend(_place_outputs(run, outputs))
+                if unchanged and self._in_client_order([*run, *(item for _, item in outputs)]):
+                    out.extend(run)
+                    out.extend(item for _, item in outputs)
+                else:
+                    out.extend(_place_outputs(run, outputs))
             elif role == "tool":
                 out.append(self._output(message, call_types))
             elif unchanged and found is not None:
@@ -228,8 +252,15 @@ class ResponsesOutline:
                 out.extend(_parts(message.get("content")))
             else:
                 out.append(_message_item(message, found))
-        fields["input"] = out
+        fields["input"] = [*self.dead, *out]
         return fields
+
+    def _in_client_order(self, items: list[Any]) -> bool:
+        """Whether `items` are the client's own, in the order and contiguous as the client sent them."""
+        positions = [self._position.get(id(item)) for item in items]
+        return all(p is not None for p in positions) and positions == list(
+            range(positions[0] or 0, (positions[0] or 0) + len(positions))
+        )
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
         found = origin(message)

@@ -19,7 +19,8 @@ In order, each rule as the profile asks:
 5. If that leaves no user or tool message, the last dropped assistant message becomes a user
    message instead (GLM rejects a request with system messages only: error 1214).
 6. If the first non-system message is an assistant message, insert a synthetic user message
-   before it (GLM, DeepSeek, Bedrock and Gemini need the conversation to start with the user).
+   before it (GLM, DeepSeek, Bedrock and Gemini need the conversation to start with the user) —
+   unless it holds the compaction the provider reads the history from (`_compaction`).
 7. Where the provider needs an assistant turn between tool results and the next user message
    (Mistral, Bedrock Converse), insert a short one.
 8. Thinking-mode providers that need ``reasoning_content`` sent back (DeepSeek, Kimi) get it on
@@ -39,6 +40,7 @@ from ._messages import (
     Message,
     is_blank_part,
     is_empty_content,
+    is_opener,
     is_system,
     merge_content,
     origin,
@@ -214,8 +216,8 @@ def _user_first(messages: list[Message], ctx: Context, counts: Counter[str]) -> 
     for index, message in enumerate(messages):
         if is_system(message):
             continue
-        if message.get("role") != "assistant":
-            return messages
+        if message.get("role") != "assistant" or is_opener(message):
+            return messages  # the provider reads the history from its compaction on: it may open it
         counts["synthetic_user_inserted"] += 1
         return [*messages[:index], synthetic_user(), *messages[index:]]
     return messages

@@ -82,6 +82,12 @@ STEPS: Final[tuple[Step, ...]] = (
     Step("assistant_bridge_inserted", "roles", "added", "assistant turn inserted between tool results and a user turn"),
     Step("reasoning_content_filled", "roles", "repaired", "reasoning_content filled in for a thinking-mode provider"),
     Step("outputs_retyped", "repair", "repaired", "Responses outputs given the kind their call needs"),
+    Step(
+        "thinking_off",
+        "roles",
+        "repaired",
+        "thinking turned off: the tool loop's last assistant turn lost its signed thinking block on the way",
+    ),
     Step("null_content_filled", "roles", "repaired", "null content replaced by an empty string", summary=False),
     Step(
         "compaction_skipped_for_cache",

@@ -18,10 +18,20 @@ def _blank(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text") or "").strip()
 
 
+def _compaction_block(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "compaction" and block.get("content") is not None
+
+
 def anthropic_problems(messages: Body, *, prefill: bool = False, unique_ids: bool = True) -> list[str]:
-    """Every rule of the Anthropic Messages API that `messages` breaks."""
+    """Every rule of the Anthropic Messages API that `messages` breaks. With a compaction block
+    (one whose content is not null) the API reads from the turn holding the newest one on."""
     found: list[str] = []
-    if messages and messages[0].get("role") != "user":
+    opened = next(
+        (i for i in range(len(messages) - 1, -1, -1) if any(map(_compaction_block, _blocks(messages[i])))), -1
+    )
+    if opened >= 0:
+        messages = messages[opened:]
+    if messages and messages[0].get("role") != "user" and opened < 0:
         found.append("first message is not a user message")
     for index, (previous, current) in enumerate(itertools.pairwise(messages), 1):
         if previous.get("role") == current.get("role"):
@@ -107,9 +117,13 @@ _CALL_OUTPUT = {
 def responses_problems(items: Any, *, stored_calls: frozenset[str] = frozenset()) -> list[str]:
     """Every pairing rule of the Responses API that `items` breaks: "No tool output found for
     function call <id>", "No tool call found for function call output with call_id <id>";
-    `stored_calls` are calls held upstream (previous_response_id)."""
+    `stored_calls` are calls held upstream (previous_response_id). The items before the newest
+    compaction item are what it replaced and are not checked."""
     if isinstance(items, str):
         return []
+    compactions = [i for i, item in enumerate(items) if item.get("type") == "compaction"]
+    if compactions:  # the items before the newest compaction are what it replaced
+        items = items[compactions[-1] :]
     found: list[str] = []
     calls: dict[str, str] = {}
     outputs: dict[str, int] = {}

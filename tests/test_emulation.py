@@ -31,10 +31,12 @@ from litellm_governance.testing.emulation import (
     check_context,
     count_prompt_tokens,
     count_text_tokens,
+    seal_reasoning,
     sign_thinking,
     validate,
 )
 from litellm_governance.testing.emulation import tokens as emulation_tokens
+from litellm_governance.testing.emulation.editing import EDITING_BETA, PLACEHOLDER
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 REPO = Path(__file__).resolve().parents[1]
@@ -130,7 +132,15 @@ def r_output(call_id: str) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": call_id, "output": "result"}
 
 
+def r_reasoning(item_id: str, *, tamper: bool = False) -> dict[str, Any]:
+    sealed = seal_reasoning(item_id)
+    return {"type": "reasoning", "id": item_id, "summary": [], "encrypted_content": sealed[:-1] if tamper else sealed}
+
+
 # ---- one broken and one fixed body per rule ------------------------------------------------------------
+
+CLEAR_TOOL_USES = {"edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "tool_uses", "value": 1}}]}
+THINKING = {"type": "enabled", "budget_tokens": 1024}
 
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 M1, M2 = "abcDEF123", "ghiJKL456"  # valid Mistral tool-call ids
@@ -166,7 +176,25 @@ CASES: tuple[Case, ...] = (
         chat("gpt-4o", user()),
         expect="must be a response to a preceeding message with 'tool_calls'",
     ),
+    Case(
+        "openai.unknown_parameter",
+        "chat",
+        chat("gpt-4o", user(), context_management=CLEAR_TOOL_USES),
+        chat("gpt-4o", user()),
+        expect="Unrecognized request argument supplied: context_management",
+    ),
     # OpenAI Responses
+    Case(
+        "openai.responses.context_management_shape",
+        "responses",
+        {"model": "gpt-5.5", "input": [r_msg()], "context_management": CLEAR_TOOL_USES},
+        {
+            "model": "gpt-5.5",
+            "input": [r_msg()],
+            "context_management": [{"type": "compaction", "compact_threshold": 9}],
+        },
+        expect="expected an array",
+    ),
     Case(
         "openai.responses.call_without_output",
         "responses",
@@ -181,7 +209,45 @@ CASES: tuple[Case, ...] = (
         {"model": "gpt-4.1", "input": [r_msg()]},
         expect="No tool call found for function call output with call_id call_7.",
     ),
+    Case(
+        "openai.responses.reasoning_without_following",
+        "responses",
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_1"), r_msg("go on")]},
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_1"), r_call("call_1"), r_output("call_1")]},
+        expect="Item 'rs_1' of type 'reasoning' was provided without its required following item.",
+    ),
+    Case(
+        "openai.responses.encrypted_content",
+        "responses",
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_2", tamper=True), r_call("c"), r_output("c")]},
+        {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_2"), r_call("c"), r_output("c")]},
+        expect="The encrypted content for item rs_2 could not be verified.",
+    ),
     # Anthropic
+    Case(
+        "anthropic.clear_thinking_needs_thinking",
+        "messages",
+        anthropic(("user", "q"), context_management={"edits": [{"type": "clear_thinking_20251015"}]}),
+        anthropic(
+            ("user", "q"), context_management={"edits": [{"type": "clear_thinking_20251015"}]}, thinking=THINKING
+        ),
+        expect="`clear_thinking_20251015` strategy requires `thinking` to be enabled",
+    ),
+    Case(
+        "anthropic.clear_thinking_first",
+        "messages",
+        anthropic(
+            ("user", "q"),
+            context_management={"edits": [CLEAR_TOOL_USES["edits"][0], {"type": "clear_thinking_20251015"}]},
+            thinking=THINKING,
+        ),
+        anthropic(
+            ("user", "q"),
+            context_management={"edits": [{"type": "clear_thinking_20251015"}, CLEAR_TOOL_USES["edits"][0]]},
+            thinking=THINKING,
+        ),
+        expect="must be listed first",
+    ),
     Case(
         "anthropic.first_user",
         "messages",
@@ -420,6 +486,13 @@ CASES: tuple[Case, ...] = (
     ),
     # Mistral
     Case(
+        "mistral.extra_field",
+        "chat",
+        chat("mistral-large-latest", user(), context_management=CLEAR_TOOL_USES),
+        chat("mistral-large-latest", user()),
+        expect="Extra inputs are not permitted",
+    ),
+    Case(
         "mistral.tool_call_id",
         "chat",
         chat("mistral-large-latest", user(), assistant(None, "call_1"), tool("call_1")),
@@ -578,7 +651,10 @@ CASES: tuple[Case, ...] = (
         expect="conversation roles must alternate user/assistant/user/assistant/...",
     ),
 )
-CONTEXT_RULES = {f"{provider}.context_length" for provider in PROVIDERS} | {"openai.responses.context_length"}
+CONTEXT_RULES = {f"{provider}.context_length" for provider in PROVIDERS} | {
+    "openai.responses.context_length",
+    "anthropic.context_management_beta",  # needs the request's headers: test_context_management_needs_its_beta
+}
 
 
 def test_every_rule_has_a_case() -> None:
@@ -804,12 +880,13 @@ def error_text(provider: str, payload: dict[str, Any]) -> str:
 def test_server_answers_the_providers_error(server: RecordingUpstream, case: Case) -> None:
     server.set_emulation(case.provider)
     server.clear()
-    status, headers, raw = post(url_for(server, case), case.broken)
+    betas = {"anthropic-beta": EDITING_BETA} if case.wire == "messages" else {}
+    status, headers, raw = post(url_for(server, case), case.broken, betas)
     payload = json.loads(raw)
-    assert status == 400
+    assert status == RULES_BY_ID[case.rule].status
     assert case.expect in error_text(case.provider, payload)
     recorded = server.requests[-1]
-    assert (recorded.status, recorded.rule) == (400, case.rule)
+    assert (recorded.status, recorded.rule) == (RULES_BY_ID[case.rule].status, case.rule)
     shape = {
         "anthropic": lambda p: p["type"] == "error" and p["error"]["type"] == "invalid_request_error",
         "gemini": lambda p: p["error"]["status"] == "INVALID_ARGUMENT" and p["error"]["code"] == 400,
@@ -824,7 +901,7 @@ def test_server_answers_the_providers_error(server: RecordingUpstream, case: Cas
     assert shape(payload), payload
     if case.provider == "bedrock":
         assert headers.get("x-amzn-errortype", "").startswith("ValidationException")
-    status, _, raw = post(url_for(server, case), case.fixed)
+    status, _, raw = post(url_for(server, case), case.fixed, betas)
     assert status == 200, raw
     assert server.requests[-1].rule is None
 
@@ -1010,3 +1087,68 @@ def test_litellm_maps_rule_errors_to_bad_request(server: RecordingUpstream) -> N
         assert response.usage.prompt_tokens == count_prompt_tokens("chat", chat("m", user("hello")), 1.3)
     finally:
         server.set_emulation(None)
+
+
+# ---- Anthropic's context management, as the emulated API applies it ------------------------------------
+
+
+def tool_session(pairs: int, model: str = "claude-sonnet-4-5", **extra: Any) -> dict[str, Any]:
+    messages: list[tuple[str, Any]] = [("user", "go")]
+    for i in range(pairs):
+        messages += [("assistant", [a_use(f"t{i}")]), ("user", [a_result(f"t{i}", "word " * 300)])]
+    return anthropic(*messages, model=model, **extra)
+
+
+def test_context_management_needs_its_beta_and_a_model_that_has_it() -> None:
+    """Without the context-management beta, or on a model without context editing, Anthropic
+    refuses the field: "context_management: Extra inputs are not permitted"."""
+    with RecordingUpstream(emulate="anthropic") as upstream:
+        url = upstream.root_url + "/v1/messages"
+        body = tool_session(2, context_management=CLEAR_TOOL_USES)
+        status, _, raw = post(url, body)
+        assert status == 400 and b"context_management: Extra inputs are not permitted" in raw
+        status, _, raw = post(url, {**body, "model": "claude-3-5-sonnet-20241022"}, {"anthropic-beta": EDITING_BETA})
+        assert status == 400 and upstream.requests[-1].rule == "anthropic.context_management_beta"
+        status, _, _ = post(url, body, {"anthropic-beta": f"other-2025-01-01,{EDITING_BETA}"})
+        assert status == 200
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_the_emulated_anthropic_applies_the_edits_and_reports_them(stream: bool) -> None:
+    """clear_tool_uses (trigger 2 tool uses, keep 2) clears 4 of 6 results before counting, and the
+    answer reports it as Anthropic does: top-level ``context_management``, or on ``message_delta``."""
+    spec = {
+        "edits": [
+            {
+                "type": "clear_tool_uses_20250919",
+                "trigger": {"type": "tool_uses", "value": 2},
+                "keep": {"type": "tool_uses", "value": 2},
+            }
+        ]
+    }
+    with RecordingUpstream(emulate="anthropic") as upstream:
+        url = upstream.root_url + "/v1/messages"
+        beta = {"anthropic-beta": EDITING_BETA}
+        plain = json.loads(post(url, tool_session(6), beta)[2])
+        _, _, raw = post(url, tool_session(6, context_management=spec, stream=stream), beta)
+    if stream:
+        events = [json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: ")]
+        managed = next(e for e in events if e["type"] == "message_delta")["context_management"]
+        usage = events[0]["message"]["usage"]
+    else:
+        answer = json.loads(raw)
+        managed, usage = answer["context_management"], answer["usage"]
+    (applied,) = managed["applied_edits"]
+    assert applied["type"] == "clear_tool_uses_20250919" and applied["cleared_tool_uses"] == 4
+    assert usage["input_tokens"] == plain["usage"]["input_tokens"] - applied["cleared_input_tokens"]
+    assert PLACEHOLDER  # what the emulated API reads in place of a cleared result
+
+
+def test_the_emulated_anthropic_reads_from_the_newest_compaction_block() -> None:
+    """The history before the newest compaction block is not read: not counted, not validated."""
+    live = [("assistant", [{"type": "compaction", "content": "summary of the work"}]), ("user", "go on")]
+    dead = [("assistant", "an orphan answer first is refused when read"), ("user", "word " * 2_000)]
+    emulator = Emulator("anthropic", window=2_000)
+    verdict = emulator.answer("messages", anthropic(*dead, *live), headers={})
+    assert verdict.rejection is None
+    assert verdict.tokens == emulator.answer("messages", anthropic(*live)).tokens

@@ -26,7 +26,9 @@ will translate it), `learning` and `calibration_store` (calibration: learned tok
 deployment, shared through the proxy's Redis), `reporting` (report placement, header, log line),
 `failures` (fail open or closed), `metrics` (Prometheus series, next to LiteLLM's on the proxy's
 ``/metrics``), `startup` (``proxy_handler_instance``, start-up checks), `sync` (the synchronous
-`completion`), `fields` (where things live in LiteLLM's requests), `logonce`.
+`completion`), `fields` (where things live in LiteLLM's requests), `logonce`, `summaries` (a summary
+model's summaries of cut turns, off the request path), `context_editing` (Anthropic's context editing
+and compaction where the deployment lacks them, and the ``applied_edits`` of the answer).
 
 Reporting: the report goes into ``spend_logs_metadata.governance`` of the request's LiteLLM
 metadata (``metadata`` for chat, ``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``,

@@ -3,7 +3,7 @@ owns it (`passes` governs, `learning` calibrates, `reporting` answers the header
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
@@ -12,6 +12,7 @@ from .._config import GovernanceConfig
 from .._errors import ConfigError
 from .._models import Deployment, import_litellm
 from .._request import Format
+from . import context_editing
 from .failures import Failures
 from .fields import SETTINGS_KEY, format_of
 from .learning import Learning, usage_of, usage_of_log_event
@@ -71,14 +72,30 @@ class GovernanceHook(CustomLogger):
         fmt = format_of(call_type)
         if fmt is None:
             return None
-        return await self._govern(data, "pre_call", fmt, lambda: group_target(data.get("model"), self.config))
+        edited = context_editing.prepare(data, fmt, lambda: context_editing.group_deployments(data.get("model"), fmt))
+        data = edited or data
+        governed = await self._govern(data, "pre_call", fmt, lambda: group_target(data.get("model"), self.config))
+        return governed if governed is not None else edited
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
         fmt = format_of(call_type)
-        if fmt is None or (fmt != "chat" and translated_later(fmt, kwargs)):
+        if fmt is None:
             return None
-        return await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs))
+        translated = fmt != "chat" and translated_later(fmt, kwargs)
+        edited = context_editing.prepare(kwargs, fmt, lambda: [(deployment_target(kwargs), translated)])
+        kwargs = edited or kwargs
+        governed = (
+            None if translated else await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs))
+        )
+        return governed if governed is not None else edited
+
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
+    ) -> AsyncGenerator[Any, None]:
+        """Proxy, streaming: the context edits the gateway applied, in the ``message_delta`` event."""
+        async for chunk in context_editing.streamed(request_data, response):
+            yield chunk
 
     async def async_post_call_response_headers_hook(
         self,
@@ -121,9 +138,10 @@ class GovernanceHook(CustomLogger):
     async def async_post_call_success_deployment_hook(
         self, request_data: dict[str, Any], response: Any, call_type: Any
     ) -> Any:
-        """A deployment answered (not streaming): learn its ratio from ``usage``."""
+        """A deployment answered (not streaming): learn its ratio from ``usage``; report the context
+        edits the gateway applied, as Anthropic does."""
         self._learning.learn_success(request_data, usage_of(response))
-        return None
+        return context_editing.answered(request_data, response)
 
     async def async_post_call_failure_deployment_hook(
         self, request_data: Mapping[str, Any], exception: Exception, call_type: Any, fallback_depth: int | None = None

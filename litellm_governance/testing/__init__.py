@@ -18,6 +18,12 @@ provider's documented rules, or does not fit the window, gets the provider's rea
 error body; an accepted one reports the provider-style prompt token count in ``usage``.
 ``record_dir=`` writes every request received to a directory, one JSON file each.
 
+``RecordingUpstream(script=ScriptedModel(rounds=6, chars=10_000))`` plays an agent's model (see
+:mod:`litellm_governance.testing.scripted`): rounds of shell calls whose outputs carry a marker per
+round and call, then a final text, with signed thinking and sealed reasoning where the real model
+would send them — so a real agent CLI (Claude Code, Codex) can run a whole task through a proxy
+offline, against the emulated provider's rules and window.
+
 Use it as a context manager::
 
     from litellm_governance.testing import RecordingUpstream
@@ -28,7 +34,7 @@ Use it as a context manager::
         assert upstream.bodies()[0]["messages"] == [...]
 
 or run it as a separate process: ``python -m litellm_governance.testing --port 8099
-[--emulate glm] [--window 32768] [--token-rate 1.3] [--record-dir DIR]``.
+[--emulate glm] [--window 32768] [--token-rate 1.3] [--record-dir DIR] [--script-rounds 6]``.
 
 :func:`start_proxy` runs ``litellm --config`` (your config, as a dict) on a free loopback port,
 offline and with a fresh master key, for end-to-end tests of a proxy configuration. With
@@ -36,6 +42,7 @@ offline and with a fresh master key, for end-to-end tests of a proxy configurati
 (about 0.7 s a proxy instead of 7 s; see :func:`start_proxy`).
 
 Modules: `upstream` (the server and its records), `replies` (the answers in each endpoint's shape),
+`scripted` (the scripted model),
 `emulation` (the providers' rules, as data, and their validators), `proxy` (the proxy launcher),
 `cli` (the command line). The runtime never imports this package, and it uses only the plugin's
 public API (``litellm_governance.__all__``): both are import-linter contracts (``make lint``).
@@ -45,6 +52,7 @@ from __future__ import annotations
 
 from .cli import main, serve
 from .proxy import IMPORT_TIME_ENV, ProcessHandle, ProxyProcess, ProxyStartError, free_port, proxy_env, start_proxy
+from .scripted import ScriptedModel, ToolCall, Turn
 from .upstream import RecordedRequest, RecordingUpstream, ReplyFn
 
 __all__ = [
@@ -55,6 +63,9 @@ __all__ = [
     "RecordedRequest",
     "RecordingUpstream",
     "ReplyFn",
+    "ScriptedModel",
+    "ToolCall",
+    "Turn",
     "free_port",
     "main",
     "proxy_env",

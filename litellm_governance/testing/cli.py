@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from .emulation import PROVIDERS
+from .scripted import ScriptedModel
 from .upstream import RecordingUpstream
 
 __all__ = ["main", "serve"]
@@ -25,6 +26,7 @@ def serve(
     token_rate: float = 1.0,
     default_max_tokens: int = 0,
     record_dir: str | os.PathLike[str] | None = None,
+    script: ScriptedModel | None = None,
 ) -> None:
     """Run a :class:`RecordingUpstream` in the foreground, printing its base URL first.
 
@@ -39,6 +41,7 @@ def serve(
         token_rate=token_rate,
         default_max_tokens=default_max_tokens,
         record_dir=record_dir,
+        script=script,
     ).start()
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -86,6 +89,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--record-dir", default=None, metavar="DIR", help="write every request received to DIR, one JSON file each"
     )
+    parser.add_argument(
+        "--script-rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="play an agent's model: N rounds of shell calls, then a final text (see ScriptedModel)",
+    )
+    parser.add_argument(
+        "--script-chars", type=int, default=10_000, metavar="CHARS", help="characters each scripted call prints"
+    )
     args = parser.parse_args(argv)
     serve(
         args.port,
@@ -96,4 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         token_rate=args.token_rate,
         default_max_tokens=args.default_max_tokens,
         record_dir=args.record_dir,
+        script=ScriptedModel(rounds=args.script_rounds, chars=args.script_chars)
+        if args.script_rounds is not None
+        else None,
     )

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .emulation import count_text_tokens
+from .emulation import count_text_tokens, seal_reasoning, sign_thinking
+from .scripted import Turn
 
 __all__ = ["Replies", "estimate_tokens"]
 
@@ -38,8 +39,10 @@ def _chunks_of(text: str) -> list[str]:
 
 class Replies(BaseHTTPRequestHandler):
     """The HTTP plumbing (JSON, chunked SSE) and the replies per endpoint; the request handler that
-    subclasses it says what to reply (`_reply_for`), numbers replies (`_next_id`) and sets the
-    emulated prompt count (`_prompt_tokens`) before calling an endpoint."""
+    subclasses it says what to reply (`_turn_for`: the scripted model's turn, else `_reply_for`'s
+    text), numbers replies (`_next_id`) and sets the emulated prompt count (`_prompt_tokens`) and
+    Anthropic's ``context_management`` answer before calling an endpoint. Tool calls, thinking
+    blocks and reasoning items go out in each endpoint's own shape, streamed too."""
 
     protocol_version = "HTTP/1.1"
     server_version = "RecordingUpstream/1"
@@ -85,6 +88,15 @@ class Replies(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     # --- endpoints ------------------------------------------------------
+    def _turn_for(self, wire: str, body: Mapping[str, Any]) -> Turn:
+        """What to answer: the scripted model's turn, or the reply text (see `_reply_for`)."""
+        return Turn(self._reply_for(body))
+
+    #: Multiplies the reported input tokens (the scripted model's ``usage_scale``).
+    _usage_scale: float = 1.0
+    #: Anthropic's ``context_management`` answer for the request being answered (None: none).
+    _context_management: Mapping[str, Any] | None = None
+
     def _usage(self, prompt: object, reply: str) -> dict[str, int]:
         emulated = self._prompt_tokens
         if emulated is not None:  # the emulated provider's own count
@@ -93,6 +105,7 @@ class Replies(BaseHTTPRequestHandler):
         else:
             prompt_tokens = estimate_tokens(prompt)
             completion_tokens = max(1, len(reply) // 4)
+        prompt_tokens = max(1, round(prompt_tokens * self._usage_scale))
         return {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -100,12 +113,21 @@ class Replies(BaseHTTPRequestHandler):
         }
 
     def _chat(self, body: dict[str, Any]) -> None:
-        reply = self._reply_for(body)
+        turn = self._turn_for("chat", body)
         model = str(body.get("model", "unknown"))
         ident = f"chatcmpl-recording-{self._next_id()}"
         created = int(time.time())
-        usage = self._usage(body.get("messages"), reply)
+        calls: list[dict[str, Any]] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for c in turn.calls
+        ]
+        usage = self._usage(body.get("messages"), turn.text + json.dumps(calls))
+        finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+            if calls:
+                message["tool_calls"] = calls
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
             self._send_json(
                 200,
                 {
@@ -114,29 +136,26 @@ class Replies(BaseHTTPRequestHandler):
                     "created": created,
                     "model": model,
                     "system_fingerprint": None,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": reply},
-                            "logprobs": None,
-                            "finish_reason": "stop",
-                        }
-                    ],
+                    "choices": [choice],
                     "usage": usage,
                 },
             )
             return
         base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model}
+
+        def chunk(delta: Mapping[str, Any], finish_reason: str | None = None) -> None:
+            self._send_event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
+
         self._start_sse()
-        self._send_event(
-            {
-                **base,
-                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
-            }
-        )
-        for piece in _chunks_of(reply):
-            self._send_event({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
-        self._send_event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        chunk({"role": "assistant", "content": ""})
+        for piece in _chunks_of(turn.text) if turn.text else ():
+            chunk({"content": piece})
+        for index, call in enumerate(calls):
+            function = call["function"]
+            start = {"index": index, "id": call["id"], "type": "function"}
+            chunk({"tool_calls": [{**start, "function": {"name": function["name"], "arguments": ""}}]})
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
+        chunk({}, finish)
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
             self._send_event({**base, "choices": [], "usage": usage})
@@ -164,23 +183,44 @@ class Replies(BaseHTTPRequestHandler):
         self._end_sse()
 
     def _responses(self, body: dict[str, Any]) -> None:
-        reply = self._reply_for(body)
+        turn = self._turn_for("responses", body)
         number = self._next_id()
-        usage = self._usage(body.get("input"), reply)
-        message = {
-            "type": "message",
-            "id": f"msg_recording_{number}",
-            "status": "completed",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": reply, "annotations": []}],
-        }
+        output: list[dict[str, Any]] = []
+        if turn.reasoning is not None:
+            ident = f"rs_recording_{number}"
+            summary = [{"type": "summary_text", "text": turn.reasoning}] if turn.reasoning else []
+            output.append(
+                {"type": "reasoning", "id": ident, "summary": summary, "encrypted_content": seal_reasoning(ident)}
+            )
+        for call in turn.calls:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{call.id}",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": json.dumps(call.arguments),
+                    "status": "completed",
+                }
+            )
+        if not turn.calls:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_recording_{number}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+                }
+            )
+        usage = self._usage(body.get("input"), turn.text + json.dumps([c.arguments for c in turn.calls]))
         response: dict[str, Any] = {
             "id": f"resp_recording_{number}",
             "object": "response",
             "created_at": int(time.time()),
             "status": "completed",
             "model": str(body.get("model", "unknown")),
-            "output": [message],
+            "output": output,
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
@@ -210,70 +250,110 @@ class Replies(BaseHTTPRequestHandler):
         in_progress = {**response, "status": "in_progress", "output": [], "usage": None}
         self._start_sse()
         seq = itertools.count()
-        self._send_event(
-            {"type": "response.created", "sequence_number": next(seq), "response": in_progress},
-            event="response.created",
-        )
-        for piece in _chunks_of(reply):
-            self._send_event(
-                {
-                    "type": "response.output_text.delta",
-                    "sequence_number": next(seq),
-                    "item_id": message["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": piece,
-                },
-                event="response.output_text.delta",
-            )
-        self._send_event(
-            {"type": "response.completed", "sequence_number": next(seq), "response": response},
-            event="response.completed",
-        )
+
+        def event(kind: str, **fields: Any) -> None:
+            self._send_event({"type": kind, "sequence_number": next(seq), **fields}, event=kind)
+
+        event("response.created", response=in_progress)
+        event("response.in_progress", response=in_progress)
+        for index, item in enumerate(output):
+            kind = item["type"]
+            if kind == "message":
+                event(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "status": "in_progress", "content": []},
+                )
+                part = item["content"][0]
+                at = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                event("response.content_part.added", **at, part={**part, "text": ""})
+                for piece in _chunks_of(part["text"]):
+                    event("response.output_text.delta", **at, delta=piece)
+                event("response.output_text.done", **at, text=part["text"])
+                event("response.content_part.done", **at, part=part)
+            elif kind == "function_call":
+                event(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "status": "in_progress", "arguments": ""},
+                )
+                at = {"item_id": item["id"], "output_index": index}
+                event("response.function_call_arguments.delta", **at, delta=item["arguments"])
+                event("response.function_call_arguments.done", **at, arguments=item["arguments"])
+            else:
+                event("response.output_item.added", output_index=index, item=item)
+            event("response.output_item.done", output_index=index, item=item)
+        event("response.completed", response=response)
         self._end_sse(done=False)
 
     def _messages(self, body: dict[str, Any]) -> None:
-        reply = self._reply_for(body)
+        turn = self._turn_for("messages", body)
         model = str(body.get("model", "unknown"))
         ident = f"msg_recording_{self._next_id()}"
-        usage = self._usage([body.get("system"), body.get("messages")], reply)
+        content: list[dict[str, Any]] = []
+        if turn.reasoning is not None:
+            content.append({"type": "thinking", "thinking": turn.reasoning, "signature": sign_thinking(turn.reasoning)})
+        if turn.text:
+            content.append({"type": "text", "text": turn.text})
+        content.extend(
+            {"type": "tool_use", "id": f"toolu_{c.id}", "name": c.name, "input": dict(c.arguments)} for c in turn.calls
+        )
+        stop = "tool_use" if turn.calls else "end_turn"
+        usage = self._usage([body.get("system"), body.get("messages")], json.dumps(content))
         anthropic_usage = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
         message: dict[str, Any] = {
             "id": ident,
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{"type": "text", "text": reply}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": stop,
             "stop_sequence": None,
             "usage": anthropic_usage,
         }
+        managed = self._context_management
         if not body.get("stream"):
-            self._send_json(200, message)
+            self._send_json(200, {**message, "context_management": managed} if managed is not None else message)
             return
         self._start_sse()
         start = {**message, "content": [], "stop_reason": None, "usage": {**anthropic_usage, "output_tokens": 0}}
         self._send_event({"type": "message_start", "message": start}, event="message_start")
-        self._send_event(
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            event="content_block_start",
-        )
-        for piece in _chunks_of(reply):
-            self._send_event(
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
-                event="content_block_delta",
-            )
-        self._send_event({"type": "content_block_stop", "index": 0}, event="content_block_stop")
-        self._send_event(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": anthropic_usage["output_tokens"]},
-            },
-            event="message_delta",
-        )
+        for index, block in enumerate(content):
+            self._message_block(index, block)
+        delta: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": anthropic_usage["output_tokens"]},
+        }
+        if managed is not None:
+            delta["context_management"] = managed
+        self._send_event(delta, event="message_delta")
         self._send_event({"type": "message_stop"}, event="message_stop")
         self._end_sse(done=False)
+
+    def _message_block(self, index: int, block: Mapping[str, Any]) -> None:
+        """One content block as ``content_block_start``, its deltas and ``content_block_stop``."""
+
+        def send(kind: str, **fields: Any) -> None:
+            self._send_event({"type": kind, "index": index, **fields}, event=kind)
+
+        kind = block["type"]
+        if kind == "text":
+            send("content_block_start", content_block={"type": "text", "text": ""})
+            for piece in _chunks_of(block["text"]):
+                send("content_block_delta", delta={"type": "text_delta", "text": piece})
+        elif kind == "thinking":
+            send("content_block_start", content_block={"type": "thinking", "thinking": "", "signature": ""})
+            if block["thinking"]:
+                send("content_block_delta", delta={"type": "thinking_delta", "thinking": block["thinking"]})
+            send("content_block_delta", delta={"type": "signature_delta", "signature": block["signature"]})
+        else:  # tool_use: the input streamed as partial JSON, in two pieces
+            send("content_block_start", content_block={**block, "input": {}})
+            arguments = json.dumps(block["input"])
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                send("content_block_delta", delta={"type": "input_json_delta", "partial_json": piece})
+        send("content_block_stop")
 
     def _gemini(self, body: dict[str, Any], model: str, stream: bool) -> None:
         """Gemini ``generateContent`` / ``streamGenerateContent?alt=sse``."""

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from .emulation import Emulator
 from .replies import Replies, estimate_tokens
+from .scripted import ScriptedModel, Turn
 
 __all__ = ["RecordedRequest", "RecordingUpstream", "ReplyFn"]
 
@@ -43,6 +44,8 @@ _GEMINI_PATH = re.compile(
 )
 _CONVERSE_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<method>converse|converse-stream)$")
 _KINDS = (*_KIND_PATHS, "gemini", "converse")
+#: The endpoints the scripted model answers on (the others answer the reply text).
+_SCRIPTED_KINDS = frozenset({"chat", "responses", "messages"})
 
 
 def _route(path: str) -> tuple[str, str | None, bool] | None:
@@ -67,7 +70,9 @@ class RecordedRequest:
     ``api-key``, ...) are left out and only their presence is kept in
     ``has_authorization``. ``body`` is the parsed JSON body, or ``None`` when the
     body was empty or not JSON. ``status`` is the HTTP status the upstream answered;
-    ``rule`` the id of the emulated provider rule that rejected it (``None`` if none did).
+    ``rule`` the id of the emulated provider rule that rejected it (``None`` if none did);
+    ``answer`` what the scripted model answered (``round 3: 2 calls``, ``final after 6 rounds``,
+    ``summary``, ``side``; ``None`` without a script or for a rejected request).
     """
 
     method: str
@@ -78,6 +83,7 @@ class RecordedRequest:
     body: Any
     status: int
     rule: str | None = None
+    answer: str | None = None
 
     @property
     def model(self) -> str | None:
@@ -107,6 +113,7 @@ class _State:
     emulator: Emulator | None = None
     record_dir: Path | None = None
     file_numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    script: ScriptedModel | None = None
 
 
 def _failure_map(models: Iterable[str] | Mapping[str, int], status: int) -> dict[str, int]:
@@ -122,6 +129,8 @@ class _Handler(Replies):
     """Request handler; the server's ``state`` holds configuration and records."""
 
     server: _Server
+    #: The scripted model's answer to the request being handled (None: no script).
+    _turn: Turn | None = None
 
     # --- plumbing -------------------------------------------------------
     def log_message(self, format: str, *args: Any) -> None:
@@ -137,7 +146,7 @@ class _Handler(Replies):
         except ValueError:
             return None
 
-    def _record(self, body: Any, status: int, rule: str | None = None) -> None:
+    def _record(self, body: Any, status: int, rule: str | None = None, answer: str | None = None) -> None:
         split = urlsplit(self.path)
         headers: dict[str, str] = {}
         has_auth = False
@@ -156,6 +165,7 @@ class _Handler(Replies):
             body=body,
             status=status,
             rule=rule,
+            answer=answer,
         )
         state = self.server.state
         with state.lock:
@@ -173,6 +183,10 @@ class _Handler(Replies):
     def _reply_for(self, body: Mapping[str, Any]) -> str:
         reply = self.server.state.reply
         return reply(body) if callable(reply) else reply
+
+    def _turn_for(self, wire: str, body: Mapping[str, Any]) -> Turn:
+        turn = self._turn
+        return turn if turn is not None else super()._turn_for(wire, body)
 
     # --- dispatch -------------------------------------------------------
     def do_GET(self) -> None:
@@ -203,15 +217,23 @@ class _Handler(Replies):
             return
         state = self.server.state
         with state.lock:
-            emulator = state.emulator
+            emulator, script = state.emulator, state.script
         self._prompt_tokens: int | None = None
+        self._context_management = None
+        self._turn = None
         if emulator is not None:
-            rejection, self._prompt_tokens = emulator.check(kind, body, path_model)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            verdict = emulator.answer(kind, body, path_model, headers)
+            rejection, self._prompt_tokens = verdict.rejection, verdict.tokens
+            self._context_management = verdict.context_management
             if rejection is not None:
                 self._record(body, rejection.status, rejection.rule_id)
                 self._send_json(rejection.status, rejection.body, rejection.headers)
                 return
-        self._record(body, 200)
+        if script is not None and kind in _SCRIPTED_KINDS:
+            self._usage_scale = script.usage_scale
+            self._turn = script.answer(kind, body, self._next_id())
+        self._record(body, 200, answer=self._turn.describe() if self._turn is not None else None)
         handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "chat": self._chat,
             "completions": self._completion,
@@ -263,6 +285,7 @@ def _write_record(directory: Path, number: int, record: RecordedRequest) -> None
         "has_authorization": record.has_authorization,
         "status": record.status,
         "rule": record.rule,
+        "answer": record.answer,
         "body": record.body,
     }
     target = directory / f"{number:06d}.json"
@@ -311,6 +334,9 @@ class RecordingUpstream:
         default_max_tokens: output reserve when a request states no ``max_tokens``.
         record_dir: write every request received to this directory, one JSON file each
             (numbered; path, headers without secrets, body, status, rejecting rule).
+        script: play an agent's model (:class:`~litellm_governance.testing.ScriptedModel`): rounds
+            of shell calls, then a final text, on chat completions, ``/v1/messages`` and
+            ``/v1/responses`` (instead of ``reply``), so a real agent CLI can run a task against it.
 
     With ``emulate`` or ``window`` set, ``usage`` reports the emulator's prompt count
     (``prompt_tokens`` / ``input_tokens`` / ``promptTokenCount`` / ``inputTokens``).
@@ -333,9 +359,11 @@ class RecordingUpstream:
         token_rate: float = 1.0,
         default_max_tokens: int = 0,
         record_dir: str | os.PathLike[str] | None = None,
+        script: ScriptedModel | None = None,
     ) -> None:
         self._state = _State(reply=reply, fail_models=_failure_map(fail_models, fail_status), models=tuple(models))
         self._state.emulator = _emulator(emulate, window, token_rate, default_max_tokens)
+        self._state.script = script
         if record_dir is not None:
             self._state.record_dir = Path(record_dir)
             self._state.record_dir.mkdir(parents=True, exist_ok=True)
@@ -425,6 +453,11 @@ class RecordingUpstream:
         """The current :class:`~litellm_governance.testing.emulation.Emulator`, or ``None``."""
         with self._state.lock:
             return self._state.emulator
+
+    @property
+    def script(self) -> ScriptedModel | None:
+        """The scripted model this upstream plays, if any."""
+        return self._state.script
 
     @property
     def record_dir(self) -> Path | None:

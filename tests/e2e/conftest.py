@@ -84,11 +84,12 @@ ProxyFactory = Callable[..., ProxyProcess]
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test in this directory ``e2e`` (so ``-m "not e2e"`` skips them), and ``litellm``
-    (re-run for every LiteLLM version of the matrix) unless it measures the plugin at ``scale``."""
+    (re-run for every LiteLLM version of the matrix) unless it measures the plugin at ``scale`` or
+    runs the real agent ``clients`` (their runs are the pinned LiteLLM's)."""
     for item in items:
         if Path(str(item.fspath)).resolve().is_relative_to(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
-            if item.get_closest_marker("scale") is None:
+            if item.get_closest_marker("scale") is None and item.get_closest_marker("clients") is None:
                 item.add_marker(pytest.mark.litellm)
 
 

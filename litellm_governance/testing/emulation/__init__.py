@@ -36,7 +36,8 @@ from __future__ import annotations
 from .anthropic import sign_thinking
 from .checks import validate
 from .context import check_context
-from .emulator import Emulator
+from .emulator import Emulator, Verdict
+from .responses import seal_reasoning
 from .rules import PROVIDERS, RULES, RULES_BY_ID, WIRES, Rule, rules_for
 from .tokens import count_prompt_tokens, count_text_tokens, requested_output_tokens
 from .verdicts import Rejection, Violation, error_response
@@ -49,6 +50,7 @@ __all__ = [
     "Emulator",
     "Rejection",
     "Rule",
+    "Verdict",
     "Violation",
     "check_context",
     "count_prompt_tokens",
@@ -56,6 +58,7 @@ __all__ = [
     "error_response",
     "requested_output_tokens",
     "rules_for",
+    "seal_reasoning",
     "sign_thinking",
     "validate",
 ]

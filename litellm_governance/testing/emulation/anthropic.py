@@ -7,7 +7,7 @@ import base64
 import hashlib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from .bodies import JSON, as_dicts, messages_of, model_name, thinking_type
@@ -49,9 +49,27 @@ def _anthropic_text_problem(blocks: Sequence[JSON]) -> str | None:
     return None
 
 
+def _context_management_problem(body: JSON) -> Violation | None:
+    management = body.get("context_management")
+    edits = as_dicts(management.get("edits")) if isinstance(management, Mapping) else []
+    kinds = [edit.get("type") for edit in edits]
+    if "clear_thinking_20251015" in kinds:
+        if thinking_type(body) not in ("enabled", "adaptive"):
+            return violation("anthropic.clear_thinking_needs_thinking")
+        if kinds[0] != "clear_thinking_20251015":
+            return violation("anthropic.clear_thinking_first")
+    return None
+
+
 def validate_anthropic(body: JSON, model: str | None) -> Violation | None:
+    refused = _context_management_problem(body)
+    if refused is not None:
+        return refused
     messages = messages_of(body)
-    if messages and messages[0].get("role") != "user":
+    opened = bool(messages) and any(
+        b.get("type") == "compaction" for b in _anthropic_blocks(messages[0].get("content"))
+    )
+    if messages and messages[0].get("role") != "user" and not opened:  # a compaction turn may open the history
         return violation("anthropic.first_user")
     for previous, current in itertools.pairwise(messages):
         if previous.get("role") == current.get("role"):

@@ -21,7 +21,13 @@ __all__ = [
 ]
 
 
+#: A field only Anthropic's Messages API has, that a gateway may leak to another provider.
+ANTHROPIC_ONLY: Final = "context_management"
+
+
 def validate_openai_chat(body: JSON, model: str | None) -> Violation | None:
+    if ANTHROPIC_ONLY in body:
+        return violation("openai.unknown_parameter", name=ANTHROPIC_ONLY)
     messages = messages_of(body)
     defect = chat_pairing(messages)
     if defect is not None:
@@ -64,6 +70,8 @@ _MISTRAL_NEXT: Final[Mapping[str, frozenset[str]]] = {
 
 
 def validate_mistral(body: JSON, model: str | None) -> Violation | None:
+    if ANTHROPIC_ONLY in body:
+        return violation("mistral.extra_field", name=ANTHROPIC_ONLY)
     messages = messages_of(body)
     for message in messages:
         ids = tool_call_ids(message) if message.get("role") == "assistant" else []

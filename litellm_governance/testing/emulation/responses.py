@@ -1,14 +1,46 @@
-"""The validator of OpenAI's ``/v1/responses`` ``input`` items."""
+"""The validator of OpenAI's ``/v1/responses`` ``input`` items, and the seal the emulated OpenAI puts
+on the reasoning it sends (`seal_reasoning`)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Mapping
 from typing import Final
 
 from .bodies import JSON, as_dicts
 from .verdicts import Violation, violation
 
-__all__ = ["validate_responses"]
+__all__ = ["seal_reasoning", "sealed_reasoning_intact", "validate_responses"]
+
+#: Prefix of the ``encrypted_content`` the emulator issues (content without it is another
+#: provider's, opaque to the emulator, and accepted as it is).
+SEAL_PREFIX: Final = "emu-rs:"
+_SEAL_KEY: Final = b"litellm-governance-emulator-reasoning\x00"
+
+
+def seal_reasoning(item_id: str) -> str:
+    """The ``encrypted_content`` the emulated OpenAI gives reasoning item `item_id`: opaque, and
+    rejected when it comes back altered ("The encrypted content ... could not be verified")."""
+    payload = base64.urlsafe_b64encode(f"reasoning:{item_id}".encode()).decode()
+    digest = hashlib.sha256(_SEAL_KEY + payload.encode()).hexdigest()[:32]
+    return f"{SEAL_PREFIX}{payload}.{digest}"
+
+
+def sealed_reasoning_intact(content: object) -> bool:
+    """Whether `content` is the emulator's sealed reasoning, unaltered (or not the emulator's at all)."""
+    if not isinstance(content, str) or not content.startswith(SEAL_PREFIX):
+        return True
+    payload, _, digest = content[len(SEAL_PREFIX) :].partition(".")
+    return digest == hashlib.sha256(_SEAL_KEY + payload.encode()).hexdigest()[:32]
+
+
+def _follows_reasoning(item: JSON) -> bool:
+    """Whether `item` can follow a reasoning item: the output it reasoned towards."""
+    kind = item.get("type")
+    if kind in (None, "message"):
+        return item.get("role") == "assistant"
+    return isinstance(kind, str) and (kind.endswith("_call") or kind == "reasoning")
 
 
 _RESPONSES_CALLS: Final[Mapping[str, tuple[str, str]]] = {
@@ -20,7 +52,18 @@ _RESPONSES_OUTPUTS: Final[Mapping[str, str]] = {out: words for out, words in _RE
 
 
 def validate_responses(body: JSON, model: str | None) -> Violation | None:
+    management = body.get("context_management")
+    if management is not None and not isinstance(management, list):
+        return violation("openai.responses.context_management_shape", "context_management")
     items = as_dicts(body.get("input"))
+    for index, item in enumerate(items):
+        if item.get("type") != "reasoning":
+            continue
+        ident = str(item.get("id", f"input[{index}]"))
+        if not sealed_reasoning_intact(item.get("encrypted_content")):
+            return violation("openai.responses.encrypted_content", id=ident)
+        if index + 1 >= len(items) or not _follows_reasoning(items[index + 1]):
+            return violation("openai.responses.reasoning_without_following", "input", id=ident)
     calls: dict[str, str] = {}
     answered: set[str] = set()
     for item in items:

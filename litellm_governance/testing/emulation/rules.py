@@ -102,6 +102,16 @@ RULES: Final[tuple[Rule, ...]] = (
         source="https://community.openai.com/t/error-for-messages-assistant-tool-calls-id-object/626732",
     ),
     Rule(
+        id="openai.unknown_parameter",
+        provider="openai",
+        wire="chat",
+        checks="no Anthropic-only field (context_management) in a chat completions request",
+        error="Unrecognized request argument supplied: {name}",
+        source="https://github.com/davidmigloz/langchain_dart/issues/712 ; https://github.com/coroot/coroot/issues/698 "
+        "(the same error for other unknown arguments)",
+        note="the emulator checks only context_management, the field a gateway may leak from /v1/messages",
+    ),
+    Rule(
         id="openai.context_length",
         provider="openai",
         wire="chat",
@@ -129,6 +139,36 @@ RULES: Final[tuple[Rule, ...]] = (
         checks="every function_call_output / custom_tool_call_output follows the call with its call_id",
         error="No tool call found for {kind} output with call_id {call_id}.",
         source="https://github.com/BerriAI/litellm/issues/31439 ; openai/codex session-repair reports",
+    ),
+    Rule(
+        id="openai.responses.context_management_shape",
+        provider="openai",
+        wire="responses",
+        checks="context_management, when present, is OpenAI's list of compaction entries, not Anthropic's "
+        "{edits: [...]} object",
+        error="Invalid type for 'context_management': expected an array, but got an object instead.",
+        source="https://developers.openai.com/api/docs/guides/compaction (context_management: "
+        "[{type: compaction, compact_threshold}])",
+        note="not verified: the wording follows OpenAI's other 'Invalid type for' errors",
+    ),
+    Rule(
+        id="openai.responses.reasoning_without_following",
+        provider="openai",
+        wire="responses",
+        checks="a reasoning item is followed by the item it reasoned towards (a call or an assistant message)",
+        error="Item '{id}' of type 'reasoning' was provided without its required following item.",
+        source="https://github.com/continuedev/continue/issues/8933 ; openai/openai-node#1567",
+    ),
+    Rule(
+        id="openai.responses.encrypted_content",
+        provider="openai",
+        wire="responses",
+        checks="a reasoning item's encrypted_content comes back exactly as the provider issued it",
+        error="The encrypted content for item {id} could not be verified. Reason: Encrypted content could not "
+        "be decrypted or parsed.",
+        source="https://github.com/smallmain/vscode-unify-chat-provider/issues/178 ; openai/codex#8145",
+        code="invalid_encrypted_content",
+        note="the emulator can verify only what it sealed itself (seal_reasoning); other content is accepted",
     ),
     Rule(
         id="openai.responses.context_length",
@@ -251,6 +291,35 @@ RULES: Final[tuple[Rule, ...]] = (
         error="This model does not support assistant message prefill. The conversation must end with a user message.",
         source="https://github.com/smallmain/vscode-unify-chat-provider/issues/249 ; "
         "https://github.com/ericc-ch/copilot-api/pull/261",
+    ),
+    Rule(
+        id="anthropic.context_management_beta",
+        provider="anthropic",
+        wire="messages",
+        checks="context_management comes with the context-management-2025-06-27 beta (anthropic-beta header) "
+        "and to a model that has context editing (Claude 4 and later)",
+        error="context_management: Extra inputs are not permitted",
+        source="https://github.com/anthropics/claude-code/issues/14135 ; braintrustdata/lingua#349 (Bedrock: the "
+        "field without its beta) ; https://docs.claude.com/en/docs/build-with-claude/context-editing (beta, models)",
+        note="checked with the request's headers, by the emulator (not by validate())",
+    ),
+    Rule(
+        id="anthropic.clear_thinking_needs_thinking",
+        provider="anthropic",
+        wire="messages",
+        checks="a clear_thinking_20251015 edit comes with thinking enabled (or adaptive)",
+        error="`clear_thinking_20251015` strategy requires `thinking` to be enabled",
+        source="https://github.com/anthropics/claude-code/issues/11971",
+    ),
+    Rule(
+        id="anthropic.clear_thinking_first",
+        provider="anthropic",
+        wire="messages",
+        checks="when edits are combined, clear_thinking_20251015 is listed first",
+        error="context_management.edits: `clear_thinking_20251015` must be listed first when combining strategies",
+        source="https://docs.claude.com/en/docs/build-with-claude/context-editing ('When combining strategies, the "
+        "clear_thinking_20251015 strategy must be listed first')",
+        note="not verified: the rule is documented, the error's wording was not found in a report",
     ),
     Rule(
         id="anthropic.context_length",
@@ -470,6 +539,18 @@ RULES: Final[tuple[Rule, ...]] = (
         error_type="invalid_request_message_order",
         code="3230",
         note="type/code of this error not verified",
+    ),
+    Rule(
+        id="mistral.extra_field",
+        provider="mistral",
+        wire="chat",
+        checks="no field Mistral's schema does not have (context_management) in the request",
+        error='{{"detail":[{{"type":"extra_forbidden","loc":["body","{name}"],'
+        '"msg":"Extra inputs are not permitted"}}]}}',
+        source="https://github.com/mistralai/platform-docs-public/issues/7 ; "
+        "https://github.com/nomtek/mistralai_client_dart/issues/44",
+        status=422,
+        note="the emulator checks only context_management",
     ),
     Rule(
         id="mistral.context_length",

@@ -1,0 +1,136 @@
+"""Compaction blocks (Anthropic) and compaction items (OpenAI Responses): where the history the
+provider still reads begins, and what a provider that does not know them gets instead. Pure.
+
+* Anthropic's server-side compaction (``compact_20260112``) answers with a ``compaction`` block
+  (``{"type": "compaction", "content": "<summary>"}``, optionally ``encrypted_content``) that the
+  client sends back in its assistant turn; the API drops everything before the newest one. A
+  block whose ``content`` is null records a compaction that failed: the API treats it as a no-op.
+* OpenAI's compaction (``context_management`` with ``compact_threshold``, or
+  ``/responses/compact``) returns a ``compaction`` item with opaque ``encrypted_content`` carrying
+  the earlier context; the items before the newest one are not needed any more.
+
+Either way the request's live history starts at the newest compaction: the outlines (`_anthropic`,
+`_responses`) count and govern from there and send what comes before it untouched. A provider that
+does not know them (a route LiteLLM translates) gets `without_compaction`: the summary text in the
+compaction's place, as plain text, and not the history before it. An OpenAI compaction item carries
+no readable summary: it is removed and the history before it stays, the only record of that
+context such a provider can read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+__all__ = [
+    "COMPACTION",
+    "compaction_summary",
+    "is_compaction",
+    "newest_compaction",
+    "without_compaction",
+]
+
+COMPACTION: Final = "compaction"
+
+
+def is_compaction(value: object) -> bool:
+    """A compaction block or item."""
+    return isinstance(value, Mapping) and value.get("type") == COMPACTION
+
+
+def compaction_summary(value: Mapping[str, Any]) -> str | None:
+    """The readable summary a compaction block or item carries (None: none, or opaque only)."""
+    content = value.get("content")
+    if isinstance(content, str) and content:
+        return content
+    summary = value.get("summary")
+    if isinstance(summary, str) and summary:
+        return summary
+    if isinstance(summary, list):
+        texts = [p.get("text") for p in summary if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        text = "\n".join(t for t in texts if t)
+        return text or None
+    return None
+
+
+def _effective(value: object, format: str) -> bool:
+    """A compaction the provider acts on (an Anthropic block with null content is a no-op)."""
+    if not is_compaction(value):
+        return False
+    if format == "anthropic":
+        return isinstance(value, Mapping) and value.get("content") is not None
+    return True
+
+
+def newest_compaction(history: Sequence[Any], format: str) -> tuple[int, int] | None:
+    """Where the newest effective compaction is: ``(message, block)`` in an Anthropic ``messages``
+    list, ``(item, -1)`` in a Responses ``input`` list; None when there is none."""
+    for index in range(len(history) - 1, -1, -1):
+        entry = history[index]
+        if format == "responses":
+            if _effective(entry, format):
+                return index, -1
+            continue
+        content = entry.get("content") if isinstance(entry, Mapping) else None
+        if isinstance(content, list):
+            for block in range(len(content) - 1, -1, -1):
+                if _effective(content[block], format):
+                    return index, block
+    return None
+
+
+def without_compaction(history: Sequence[Any], format: str) -> list[Any] | None:
+    """The history for a provider that knows no compaction: from the newest effective compaction
+    on, the compaction replaced by its summary as text (Anthropic: a ``text`` block in its turn;
+    Responses: an assistant message), other compaction blocks or items removed; None when the
+    history holds none (nothing to do)."""
+    if not any(
+        is_compaction(entry)
+        or (isinstance(entry, Mapping) and any(is_compaction(b) for b in _blocks(entry.get("content"))))
+        for entry in history
+    ):
+        return None
+    newest = newest_compaction(history, format)
+    if format == "responses":
+        return _responses(history, newest)
+    return _anthropic(history, newest)
+
+
+def _blocks(content: object) -> list[Any]:
+    return content if isinstance(content, list) else []
+
+
+def _anthropic(messages: Sequence[Any], newest: tuple[int, int] | None) -> list[Any]:
+    start = newest[0] if newest is not None else 0
+    out: list[Any] = []
+    for index in range(start, len(messages)):
+        message = messages[index]
+        blocks = _blocks(message.get("content") if isinstance(message, Mapping) else None)
+        if not any(is_compaction(b) for b in blocks):
+            out.append(message)
+            continue
+        kept: list[Any] = []
+        first = newest[1] if newest is not None and index == newest[0] else 0
+        for position, block in enumerate(blocks):
+            if position < first:
+                continue  # before the compaction block, in its own turn: what the summary replaced
+            if is_compaction(block):
+                summary = compaction_summary(block) if newest is not None and position == newest[1] else None
+                if summary is not None and index == start:
+                    kept.append({"type": "text", "text": summary})
+                continue
+            kept.append(block)
+        if kept:
+            out.append({**message, "content": kept})
+    return out
+
+
+def _responses(items: Sequence[Any], newest: tuple[int, int] | None) -> list[Any]:
+    summary = compaction_summary(items[newest[0]]) if newest is not None else None
+    if newest is None or summary is None:
+        # Opaque: the provider cannot read it, so the history it stands for stays.
+        return [item for item in items if not is_compaction(item)]
+    text = {"type": "output_text", "text": summary}
+    out: list[Any] = [{"type": "message", "role": "assistant", "content": [text]}]
+    out.extend(item for item in items[newest[0] + 1 :] if not is_compaction(item))
+    return out

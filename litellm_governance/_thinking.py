@@ -1,0 +1,80 @@
+"""Request rule: with thinking on, Claude needs the last assistant turn of an open tool loop to start
+with its (signed) thinking block. Pure.
+
+"When `thinking` is enabled, a final `assistant` message must start with a thinking block
+(preceeding the lastmost set of `tool_use` and `tool_result` blocks) ... To avoid this
+requirement, disable `thinking`" (Anthropic's 400, PROVIDERS.md ``anthropic.thinking_first``).
+A gateway cannot make a thinking block up: its signature is the provider's. When the client or a
+bridge lost it — LiteLLM's Responses-to-Anthropic bridge returns Claude's thinking to Codex without
+its signature, so Codex can never send it back — the request is sent with thinking off, as the
+error advises, and the report says so. Requests that keep their thinking blocks (Claude Code) are
+never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+__all__ = ["THINKING_OFF_NOTE", "lost_thinking_fields"]
+
+_THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
+#: What the report says when thinking was turned off.
+THINKING_OFF_NOTE: Final = (
+    "thinking turned off: the last assistant turn of the tool loop has no thinking block (lost by the "
+    "client or a bridge), which the provider requires while thinking is on"
+)
+
+
+def _thinking_on(request: Mapping[str, Any], format: str) -> bool:
+    thinking = request.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
+        return True
+    effort = request.get("reasoning_effort")
+    return format == "chat" and isinstance(effort, str) and effort not in ("none", "disable")
+
+
+def _blocks(message: Mapping[str, Any], key: str) -> list[Any]:
+    value = message.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _open_loop_turn(history: Sequence[Any], format: str) -> Mapping[str, Any] | None:
+    """The last assistant turn when the history ends with its tool results, else None."""
+    if not history or not isinstance(history[-1], Mapping):
+        return None
+    if format == "anthropic":
+        last = history[-1]
+        answers = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in _blocks(last, "content"))
+        turn = history[-2] if len(history) > 1 else None
+        calls = isinstance(turn, Mapping) and any(
+            isinstance(b, Mapping) and b.get("type") == "tool_use" for b in _blocks(turn, "content")
+        )
+        return turn if answers and calls and isinstance(turn, Mapping) else None
+    index = len(history) - 1
+    while index >= 0 and isinstance(history[index], Mapping) and history[index].get("role") == "tool":
+        index -= 1
+    if index == len(history) - 1 or index < 0:
+        return None
+    turn = history[index]
+    return turn if isinstance(turn, Mapping) and turn.get("role") == "assistant" and turn.get("tool_calls") else None
+
+
+def _leads_with_thinking(turn: Mapping[str, Any], format: str) -> bool:
+    if format == "anthropic":
+        blocks = _blocks(turn, "content")
+        return bool(blocks) and isinstance(blocks[0], Mapping) and blocks[0].get("type") in _THINKING_BLOCKS
+    # Chat (LiteLLM's shape): the thinking blocks LiteLLM sends back come from `thinking_blocks`.
+    return any(isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS for b in _blocks(turn, "thinking_blocks"))
+
+
+def lost_thinking_fields(request: Mapping[str, Any], history: Sequence[Any], format: str) -> tuple[str, ...]:
+    """The request fields that turn thinking on (``thinking``; chat: ``reasoning_effort`` too), when
+    the tool loop's last assistant turn in `history` lacks the thinking block it must start with;
+    () when thinking is off or the block is there."""
+    if format not in ("anthropic", "chat") or not _thinking_on(request, format):
+        return ()
+    turn = _open_loop_turn(history, format)
+    if turn is None or _leads_with_thinking(turn, format):
+        return ()
+    return tuple(key for key in ("thinking", "reasoning_effort") if key in request)

@@ -1,0 +1,173 @@
+"""The hook's side of context editing (`integration.context_editing`): which deployments have which
+feature, what the SDK path applies and answers, and how a streamed answer gets its applied edits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+litellm = pytest.importorskip("litellm")
+
+from litellm_governance import GovernanceHook  # noqa: E402
+from litellm_governance._models import Deployment  # noqa: E402
+from litellm_governance.integration import context_editing  # noqa: E402
+from litellm_governance.testing import RecordingUpstream  # noqa: E402
+
+pytestmark = pytest.mark.litellm
+
+EVERYTHING = {"clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112"}
+EDITS = {
+    "edits": [
+        {
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "tool_uses", "value": 1},
+            "keep": {"type": "tool_uses", "value": 1},
+        }
+    ]
+}
+
+
+def tool_loop(uses: int = 3) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix it."}]
+    for i in range(uses):
+        use = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"step {i}"}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"OUT-{i} " + "x " * 300}
+        messages += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+    return messages
+
+
+class TestNativeFeatures:
+    @pytest.mark.parametrize(
+        ("model", "expected"),
+        [
+            ("anthropic/claude-sonnet-4-5", EVERYTHING),
+            ("anthropic/claude-3-haiku-20240307", EVERYTHING),  # native: passes untouched, the provider answers
+            ("bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0", {"clear_tool_uses_20250919", "compact_20260112"}),
+            ("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", set()),  # refuses the field
+            ("bedrock/claude_platform/claude-sonnet-4-5", set()),  # LiteLLM drops the field
+            ("vertex_ai/claude-opus-4-1@20250805", EVERYTHING),
+            ("vertex_ai/claude-3-7-sonnet@20250219", set()),
+            ("deepseek/deepseek-chat", set()),
+        ],
+    )
+    def test_what_each_deployment_does_itself(self, model: str, expected: set[str]) -> None:
+        """Anthropic has everything; Bedrock keeps clear_tool_uses and compaction (Claude 4 and
+        later); Vertex passes the field to models that have it; the rest has nothing."""
+        assert context_editing.native_features(Deployment(model), "anthropic", translated=False) == expected
+
+    def test_a_translated_route_has_nothing(self) -> None:
+        """Whatever the provider, a route LiteLLM translates has none of it."""
+        assert context_editing.native_features(Deployment("openai/gpt-5.1"), "anthropic", translated=True) == set()
+        assert context_editing.native_features(Deployment("openai/gpt-5.1"), "responses", translated=False) == {
+            "compact_20260112"
+        }
+        assert context_editing.native_features(Deployment("zai/glm-4.6"), "responses", translated=True) == set()
+
+
+class TestPrepare:
+    def test_chat_requests_are_not_looked_at(self) -> None:
+        """Chat completions carry none of it: decided without asking for the deployments."""
+
+        def never() -> list[tuple[Deployment, bool]]:
+            raise AssertionError("asked for the deployments")
+
+        assert context_editing.prepare({"messages": [{"role": "user", "content": "hi"}]}, "chat", never) is None
+
+    def test_a_request_anthropic_would_refuse_is_left_as_it_came(self) -> None:
+        """clear_thinking without thinking: nothing applied, the field left for the provider to answer."""
+        body = {
+            "model": "m",
+            "messages": tool_loop(),
+            "context_management": {"edits": [{"type": "clear_thinking_20251015"}]},
+        }
+        assert context_editing.prepare(body, "anthropic", lambda: [(Deployment("zai/glm-4.6"), True)]) is None
+
+    def test_applied_edits_are_remembered_for_the_answer_and_the_log(self) -> None:
+        """The edited request holds the applied edits in LiteLLM's metadata (never the provider's)."""
+        body = {"model": "m", "messages": tool_loop(), "context_management": EDITS, "metadata": {"user_id": "u"}}
+        edited = context_editing.prepare(body, "anthropic", lambda: [(Deployment("zai/glm-4.6"), True)])
+        assert edited is not None and "context_management" not in edited and "context_management" in body
+        assert edited["metadata"] == {"user_id": "u"}
+        (applied,) = edited["litellm_metadata"][context_editing.APPLIED_KEY]
+        assert applied["cleared_tool_uses"] == 2
+        logged = edited["litellm_metadata"]["spend_logs_metadata"][context_editing.REPORT_KEY]
+        assert logged == {"applied_edits": [applied]}
+
+
+async def _chunks(*chunks: Any) -> AsyncIterator[Any]:
+    for chunk in chunks:
+        yield chunk
+
+
+def _collect(request: dict[str, Any], *chunks: Any) -> list[Any]:
+    async def run() -> list[Any]:
+        return [c async for c in context_editing.streamed(request, _chunks(*chunks))]
+
+    return asyncio.run(run())
+
+
+APPLIED = {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 900}
+REQUEST = {"litellm_metadata": {context_editing.APPLIED_KEY: (APPLIED,)}}
+
+
+class TestStreamed:
+    def test_the_message_delta_event_gets_the_applied_edits(self) -> None:
+        """Split anywhere, bytes or text: the message_delta event carries the edits, the rest is as it came."""
+        delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}
+        stream = (
+            "event: message_start\ndata: {}\n\n"
+            f"event: message_delta\ndata: {json.dumps(delta)}\n\n"
+            'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+        ).encode()
+        out = b"".join(_collect(REQUEST, stream[:30], stream[30:77], stream[77:]))
+        events = [json.loads(line[5:]) for line in out.decode().splitlines() if line.startswith("data:")]
+        assert events[1]["context_management"] == {"applied_edits": [APPLIED]}
+        assert out.decode().startswith("event: message_start\ndata: {}\n\n")
+        assert out.decode().endswith('event: message_stop\ndata: {"type": "message_stop"}\n\n')
+
+    def test_litellms_own_applied_edits_are_kept(self) -> None:
+        """An edit LiteLLM applied (compact_20260112) stays, ours is added after it."""
+        theirs = {"type": "compact_20260112", "error": "summary_model_not_configured"}
+        delta = {"type": "message_delta", "context_management": {"applied_edits": [theirs]}}
+        (out,) = _collect(REQUEST, f"data: {json.dumps(delta)}\n\n")
+        assert json.loads(out[6:])["context_management"]["applied_edits"] == [theirs, APPLIED]
+
+    def test_nothing_applied_nothing_touched(self) -> None:
+        """Without applied edits every chunk goes through as the very object it was."""
+        chunk = object()
+        assert _collect({}, chunk) == [chunk]
+
+
+@pytest.fixture
+def hooked() -> Iterator[RecordingUpstream]:
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [GovernanceHook()]
+    try:
+        with RecordingUpstream(reply="fine") as upstream:
+            yield upstream
+    finally:
+        litellm.callbacks = saved
+
+
+def test_sdk_translated_call_applies_the_edits_and_answers_them(hooked: RecordingUpstream) -> None:
+    """``litellm.anthropic.messages.acreate`` to GLM with the hook: the edits are applied before
+    LiteLLM translates the call, and the answer reports them."""
+    response = asyncio.run(
+        litellm.anthropic.messages.acreate(
+            model="zai/glm-4.6",
+            api_base=hooked.base_url,
+            api_key="x",
+            max_tokens=100,
+            messages=tool_loop(),
+            context_management=EDITS,
+        )
+    )
+    body = hooked.requests[-1].body
+    assert "context_management" not in body
+    assert "OUT-0" not in json.dumps(body) and "OUT-2" in json.dumps(body)
+    (applied,) = response["context_management"]["applied_edits"]
+    assert applied["cleared_tool_uses"] == 2 and "warnings" not in applied
