@@ -11,6 +11,8 @@
   (``litellm_governance/testing/emulation/rules.py`` ``RULES``) and the evidence in
   ``docs/providers/evidence.yaml`` (what LiteLLM does, what litellm-governance does).
 * ``operations.md``: the Prometheus metrics (``integration/metrics.py`` ``SERIES``).
+* ``development.md``: the pytest markers (``pyproject.toml``) and the matrix entries (``.ci/matrix``
+  ``ENTRIES``, each entry's LiteLLM read from its pins file).
 * ``mkdocs.yml``: the provider pages in the navigation.
 
 A hand-written page holds its generated parts between ``<!-- generated: NAME -->`` and
@@ -188,6 +190,62 @@ def metrics_table() -> str:
     for series in SERIES:
         labels = ", ".join(f"`{label}`" for label in series.labels)
         rows.append(f"| `{series.name}` | {series.kind} | {labels} | {series.documentation} |")
+    return "\n".join(rows)
+
+
+# ---- development --------------------------------------------------------------------------------
+
+#: What each install mode and share of `.ci/matrix` means (a new one needs a line here).
+_MATRIX_MODES: Mapping[str, str] = {
+    "pins": "`pip install -r` (a complete freeze), the plugin `--no-deps`",
+    "project": "`pip install -c … -e '.[test]'` (as the Makefile)",
+}
+_MATRIX_SHARES: Mapping[str, str] = {
+    "litellm": "`-m litellm`: the tests that touch LiteLLM's API, real-proxy ones included",
+    "not-e2e-or-smoke": '`-m "not e2e or smoke"`: every test but the real-proxy ones, plus one proxy smoke test',
+}
+
+
+def markers_table() -> str:
+    """The pytest markers, from pyproject.toml's ``markers = [...]``."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"(?ms)^markers = \[\n(.*?)^\]", text)
+    if block is None:
+        raise SystemExit("pyproject.toml has no `markers = [...]` list")
+    rows = ["| marker | what it marks |", "|---|---|"]
+    rows += [f"| `{name}` | {meaning} |" for name, meaning in re.findall(r'(?m)^\s*"([\w-]+): (.*)",?$', block[1])]
+    return "\n".join(rows)
+
+
+def matrix_entries() -> list[tuple[str, ...]]:
+    """.ci/matrix's ``ENTRIES``: (name, python, install mode, pins file, share) each."""
+    block = re.search(r"(?ms)^ENTRIES=\(\n(.*?)^\)", (ROOT / ".ci" / "matrix").read_text(encoding="utf-8"))
+    if block is None:
+        raise SystemExit(".ci/matrix has no ENTRIES=( ... )")
+    entries = [tuple(line.split()) for line in re.findall(r'(?m)^\s*"([^"]+)"', block[1])]
+    if not entries or any(len(entry) != 5 for entry in entries):
+        raise SystemExit(".ci/matrix ENTRIES: each entry is `name python mode pins share`")
+    return entries
+
+
+def pinned_litellm(pins: str) -> str:
+    """The LiteLLM version a pins file pins."""
+    pinned = re.search(r"(?mi)^litellm==(\S+)", (ROOT / pins).read_text(encoding="utf-8"))
+    if pinned is None:
+        raise SystemExit(f"{pins} pins no litellm")
+    return pinned[1]
+
+
+def matrix_table() -> str:
+    """The matrix entries, from .ci/matrix's ``ENTRIES``, with the LiteLLM each entry's pins file pins."""
+    rows = ["| entry | LiteLLM | Python | pins | installed with | what CI runs |", "|---|---|---|---|---|---|"]
+    for name, python, mode, pins, share in matrix_entries():
+        if mode not in _MATRIX_MODES or share not in _MATRIX_SHARES:
+            raise SystemExit(f".ci/matrix entry {name}: describe its mode and share in docs/generate.py")
+        rows.append(
+            f"| `{name}` | {pinned_litellm(pins)} | {python} | `{pins}` | {_MATRIX_MODES[mode]} "
+            f"| {_MATRIX_SHARES[share]} |"
+        )
     return "\n".join(rows)
 
 
@@ -401,6 +459,7 @@ def render() -> dict[Path, str]:
         ),
         DOCS / "how-it-works.md": ("html", {"stages": stages_table, "steps": steps_table}),
         DOCS / "operations.md": ("html", {"metrics": metrics_table}),
+        DOCS / "development.md": ("html", {"markers": markers_table, "matrix": matrix_table}),
         DOCS / "providers" / "index.md": (
             "html",
             {

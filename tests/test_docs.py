@@ -108,6 +108,15 @@ def test_readme_is_short_and_its_links_exist() -> None:
     assert local and all((ROOT / link).exists() for link in local), local
 
 
+def test_readme_names_what_the_matrix_tests(generator: ModuleType) -> None:
+    """The README's supported versions name every LiteLLM and Python the matrix runs, and the pinned one."""
+    text = README.read_text(encoding="utf-8").split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    entries = generator.matrix_entries()
+    for _name, python, _mode, pins, _share in entries:
+        assert generator.pinned_litellm(pins) in text and python in text, pins
+    assert generator.pinned_litellm("constraints.txt") in text
+
+
 def test_every_docs_page_is_in_the_navigation() -> None:
     """mkdocs.yml lists every page under docs/ (the strict build fails otherwise; this says which)."""
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
