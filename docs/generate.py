@@ -130,8 +130,8 @@ def options_table() -> str:
         if not comment:
             raise SystemExit(f"GovernanceConfig.{field.name} has no `#:` comment in _config.py: add one")
         kind = types[field.name].replace("ToolSet", "list of names | preset | '*'")
-        cell = kind.replace("|", "\\|")  # a pipe inside a table cell
-        rows.append(f"| [`{field.name}`](#{field.name}) | `{cell}` | {_default(field)} |")
+        # Python-Markdown's tables leave a pipe inside a code span alone (no escape wanted).
+        rows.append(f"| [`{field.name}`](#{field.name}) | `{kind}` | {_default(field)} |")
         sections += ["", f"### `{field.name}`", "", f"`{kind}`, default {_default(field)}. {_markdown(comment)}"]
     return "\n".join(rows + sections)
 
@@ -254,13 +254,13 @@ def matrix_table() -> str:
 _TRAILING = {
     TrailingAssistant.KEEP: "kept",
     TrailingAssistant.DROP: "dropped",
-    TrailingAssistant.IF_PREFILL: "kept where the model takes prefill",
+    TrailingAssistant.IF_PREFILL: "if prefill",
 }
 _MID_SYSTEM = {MidSystem.KEEP: "kept", MidSystem.TO_USER: "user note", MidSystem.HOIST: "moved up"}
 _REASONING = {
     Reasoning.NONE: "",
     Reasoning.TOOL_CALLS: "`reasoning_content` on tool-call turns",
-    Reasoning.ALL: "`reasoning_content` on every assistant message",
+    Reasoning.ALL: "`reasoning_content` on every assistant turn",
 }
 
 #: (LiteLLM provider, model) pairs whose profile the providers page shows, as `profile_for` decides it.
@@ -296,10 +296,10 @@ EXAMPLES: tuple[tuple[str, str], ...] = (
 
 def _ids(profile: Profile) -> str:
     if profile.nine_char_ids:
-        return "9 letters/digits, unique"
+        return "9 letters/digits"
     if profile.id_payload_marker:
-        return f"never rewritten but a repeat (suffix before `{profile.id_payload_marker}`)"
-    return "unique in the request" if profile.unique_tool_call_ids else "repeats in a message"
+        return f"kept (a repeat: suffix before `{profile.id_payload_marker}`)"
+    return "unique" if profile.unique_tool_call_ids else "repeats in a message"
 
 
 def profiles_table() -> str:
