@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c const
 RUNTIME := $(VENV)/.runtime-installed
 TOOLCHAIN := $(VENV)/.installed
 
-.PHONY: setup clients test test-all lint demo bench matrix clean
+.PHONY: setup clients test test-all lint docs demo bench matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,10 @@ $(RUNTIME): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e . 'litellm[proxy]'
 	touch $(RUNTIME)
 
-# What the tests need on top: pytest, Hypothesis, ruff, mypy, import-linter.
+# What the tests need on top: pytest, Hypothesis, ruff, mypy, import-linter, and MkDocs for the docs site.
 $(TOOLCHAIN): $(RUNTIME)
 	@echo "Installing the test toolchain into $(VENV) ..."
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,docs]'
 	touch $(TOOLCHAIN)
 
 setup: $(TOOLCHAIN)
@@ -40,10 +40,11 @@ $(CLIENTS): tests/clients/package.json tests/clients/package-lock.json
 clients: $(CLIENTS)
 
 lint: setup
-	$(BIN)/ruff check litellm_governance tests bench examples
-	$(BIN)/ruff format --check litellm_governance tests bench examples
+	$(BIN)/ruff check litellm_governance tests bench examples docs/generate.py
+	$(BIN)/ruff format --check litellm_governance tests bench examples docs/generate.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports  # import contracts: pyproject.toml [tool.importlinter]
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # the docs site (mkdocs.yml, docs/): a broken link or page fails
 
 # The whole suite, in parallel (pytest-xdist: one worker per CPU; the real-client runs share one).
 test: lint clients
@@ -53,6 +54,12 @@ test: lint clients
 # entry's own share: the tests that touch LiteLLM's API, or the unit tests and a proxy smoke test).
 test-all: test
 	MATRIX_FULL=1 ./.ci/matrix
+
+# Regenerate the docs' generated pages from the code (docs/generate.py), then build the site into site/.
+# tests/test_docs.py fails while a committed generated page is stale.
+docs: setup
+	$(BIN)/python docs/generate.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 demo: $(RUNTIME)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python examples/demo.py
@@ -69,4 +76,4 @@ matrix: $(RUNTIME)
 	./.ci/matrix
 
 clean:
-	rm -rf $(VENV) .ci-venvs .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis .demo tests/clients/node_modules
+	rm -rf $(VENV) site .ci-venvs .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis .demo tests/clients/node_modules

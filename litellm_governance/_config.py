@@ -20,7 +20,7 @@ NANOBOT_TOOLS: frozenset[str] = frozenset(
 
 #: The observation tools of the coding agents people run today: reads, listings, searches,
 #: command output and web fetches, whose old output the agent can fetch again (names checked in
-#: each agent's source; see PROVIDERS.md). Tools that hold state — plans and todo lists,
+#: each agent's source; see the docs, Configuration). Tools that hold state — plans and todo lists,
 #: sub-agent results, the user's answers, memory — are left out on purpose, and so are edit
 #: tools (their results are short confirmations). The ``agents`` preset, and the default.
 AGENT_TOOLS: frozenset[str] = NANOBOT_TOOLS | frozenset(
@@ -100,7 +100,7 @@ class GovernanceConfig:
     compact_batch: int | None = None
     #: Keep the provider's prompt cache warm: compaction and snipping are replayed over the
     #: conversation's growth with hysteresis, so consecutive requests of an agent loop share
-    #: their governed prefix (see README, "Prompt caching"). False: Nanobot's rules on every
+    #: their governed prefix (see the docs, "Prompt caching"). False: Nanobot's rules on every
     #: request, which rewrite the prefix on most turns. ``"auto"`` (the default): on for windows
     #: from 64k (`AUTO_STABLE_MIN_WINDOW`) and when no window is known, off below (`stable_for`).
     cache_stable: bool | Literal["auto"] = "auto"
@@ -121,8 +121,8 @@ class GovernanceConfig:
     #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
     #: budget with it instead of the profile's fixed ratio.
     calibrate: bool = True
-    #: Force a provider profile (``permissive``, ``anthropic``, ``gemini``, ``strict``) instead of
-    #: deriving it from the model's provider.
+    #: Force one of the provider profiles (`_profiles.PROFILES`: ``permissive``, ``strict``, ...; the
+    #: docs' Providers page lists them) instead of deriving it from the model's provider.
     profile: str | None = None
     #: Do not rewrite anything before the last ``cache_control`` breakpoint unless the budget
     #: forces it.
@@ -201,7 +201,7 @@ class GovernanceConfig:
 
     def describe(self) -> str:
         """The options in one line (for the proxy's start-up log): every field with the value in
-        effect (an unset option says what applies instead, as the README's table does), tool sets named."""
+        effect (an unset option says what applies instead, as the docs' options table does), tool sets named."""
         parts = []
         for item in dataclasses.fields(self):
             value = getattr(self, item.name)
@@ -217,7 +217,7 @@ class GovernanceConfig:
         """Whether requests for a model with this context window are governed with
         ``cache_stable``. ``"auto"``: from `AUTO_STABLE_MIN_WINDOW` up, and when no window is known;
         below it, each turn adds so much of the budget that the stable mode must compact the last
-        results early to keep its prefix (see README, "Prompt caching")."""
+        results early to keep its prefix (see the docs, "Prompt caching")."""
         if isinstance(self.cache_stable, bool):
             return self.cache_stable
         # No window: nothing is cut, and compacting in batches keeps at least as many results whole.

@@ -1,8 +1,8 @@
 """Provider profiles: which message rules a provider enforces, as a table.
 
-The evidence for each row is in PROVIDERS.md: what each provider rejects (the error texts and
-where they were reported) and what LiteLLM's own adapters already repair. A provider this table
-does not know gets ``strict``, the profile every provider accepts.
+The evidence for each row is in the docs' provider pages (docs/providers/): what each provider
+rejects (the error texts and where they were reported) and what LiteLLM's own adapters already
+repair. A provider this table does not know gets ``strict``, the profile every provider accepts.
 """
 
 from __future__ import annotations

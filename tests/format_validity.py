@@ -1,5 +1,5 @@
 """What the Anthropic Messages API and the OpenAI Responses API accept, written from their
-documented errors (PROVIDERS.md), independently of the implementation, for the format tests."""
+documented errors (docs/providers/), independently of the implementation, for the format tests."""
 
 from __future__ import annotations
 

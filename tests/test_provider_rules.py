@@ -1,4 +1,4 @@
-"""The provider rules of PROVIDERS.md on the pure core: empty turns, mid-conversation system
+"""The provider rules (docs/providers/) on the pure core: empty turns, mid-conversation system
 messages, repeated tool-call ids, reasoning_content, Mistral, Bedrock, and the tools real agents
 use — each per profile, in both shrinking modes (literal and cache_stable)."""
 

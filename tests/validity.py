@@ -1,6 +1,6 @@
 """What a provider accepts, written independently of the implementation, for property tests.
 
-The rules come from the providers' documented errors (PROVIDERS.md), not from the plugin's code.
+The rules come from the providers' documented errors (docs/providers/), not from the plugin's code.
 """
 
 from __future__ import annotations

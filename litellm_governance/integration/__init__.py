@@ -1,6 +1,6 @@
 """LiteLLM integration: the only package that talks to LiteLLM's hook API, one module per concern.
 
-Where governance runs (LiteLLM 1.108; see LITELLM_HOOKS.md for what each hook sees):
+Where governance runs (see docs/formats.md for what each hook sees, per request format and deployment kind):
 
 * ``async_pre_call_hook``: the proxy only, before routing, for chat completions
   (``acompletion``), Anthropic Messages (``anthropic_messages``, ``/v1/messages``) and Responses

@@ -1,5 +1,5 @@
 """Claude Code (`/v1/messages`) and Codex (`/v1/responses`) through a real proxy: every row of the
-table in LITELLM_HOOKS.md (request format x deployment kind), streaming and not, asserting on
+table in docs/formats.md (request format x deployment kind), streaming and not, asserting on
 what the upstream received; then whole Claude-Code- and Codex-shaped sessions sent to an
 Anthropic, an OpenAI and a GLM deployment.
 
@@ -125,7 +125,7 @@ def received(upstreams: dict[str, RecordingUpstream], name: str) -> tuple[str, d
     return records[-1].path, records[-1].body
 
 
-# Each row of LITELLM_HOOKS.md: (route, model group, upstream, path the upstream must receive).
+# Each row of docs/formats.md's hook map: (route, model group, upstream, path the upstream must receive).
 ROWS = [
     ("/v1/messages", "claude", "anthropic", "/v1/messages"),
     ("/v1/messages", "glm", "glm", "/v1/chat/completions"),

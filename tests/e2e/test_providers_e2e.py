@@ -1,7 +1,7 @@
 """Per provider, through a real LiteLLM proxy: the damage the provider rejects, without and with the plugin.
 
 Each provider is emulated by its own ``RecordingUpstream(emulate=...)`` (its real error status,
-body and text; see ``litellm_governance.testing.emulation`` and PROVIDERS.md). Two proxies share one
+body and text; see ``litellm_governance.testing.emulation`` and docs/providers/). Two proxies share one
 model list: one without callbacks, one with the governance hook. Without the plugin the client
 gets the provider's error; with it the request succeeds and what reached the provider passes the
 provider's rules.

@@ -1,6 +1,6 @@
 """The emulated providers' rules, as data: one `Rule` per thing a provider rejects, with the error it
-answers and where that was reported (the evidence behind PROVIDERS.md). The validators that apply
-them are the other modules of this package; nothing here checks a request."""
+answers and where that was reported (the evidence the docs' provider pages are generated from). The
+validators that apply them are the other modules of this package; nothing here checks a request."""
 
 from __future__ import annotations
 
@@ -417,7 +417,7 @@ RULES: Final[tuple[Rule, ...]] = (
         error="A conversation must start with a user message. Try again with a conversation that "
         "starts with a user message.",
         source="Bedrock Converse error table (GenAI gateway docs, 'A conversation must start with a user message'); "
-        "SHARED PROVIDERS.md",
+        "the project's provider brief",
     ),
     Rule(
         id="bedrock.alternation",
@@ -484,7 +484,7 @@ RULES: Final[tuple[Rule, ...]] = (
         error="The model that you are using requires the last turn in the conversation to be a user "
         "message. Add a user "
         "message to the conversation and try again.",
-        source="Bedrock Converse error table (GenAI gateway docs); SHARED PROVIDERS.md (Claude <= "
+        source="Bedrock Converse error table (GenAI gateway docs); the project's provider brief (Claude <= "
         "4.5 ok, others error)",
     ),
     Rule(
@@ -588,8 +588,8 @@ RULES: Final[tuple[Rule, ...]] = (
         checks="deepseek-reasoner: the first non-system message is a user message",
         error="The first message (except the system message) of deepseek-reasoner must be a user message, but an "
         "assistant message detected.",
-        source="SHARED PROVIDERS.md; client workarounds quoting 'The first message (except the system message) of "
-        "deepseek-reasoner must be a user message'",
+        source="the project's provider brief; client workarounds quoting 'The first message (except the system "
+        "message) of deepseek-reasoner must be a user message'",
         note="the tail ', but an assistant message detected.' is not verified",
     ),
     Rule(
@@ -727,7 +727,7 @@ RULES: Final[tuple[Rule, ...]] = (
         wire="chat",
         checks="no two assistant messages in a row",
         error=_GLM_1214,
-        source="SHARED PROVIDERS.md (assistant->assistant: error 1214)",
+        source="the project's provider brief (assistant->assistant: error 1214)",
         code="1214",
     ),
     Rule(
@@ -736,7 +736,7 @@ RULES: Final[tuple[Rule, ...]] = (
         wire="chat",
         checks="the conversation does not end with an assistant message",
         error=_GLM_1214,
-        source="not verified: taken from the brief (SHARED PROVIDERS.md marks it '?')",
+        source="not verified: taken from the project's provider brief, which marks it '?'",
         code="1214",
         note="not verified",
     ),
