@@ -36,7 +36,7 @@ from ._profiles import Profile
 from ._tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from ._trace import CutTurns
+    from ._cut_turns import CutTurns
 
 __all__ = [
     "BRIDGE_CONTENT",

@@ -41,6 +41,7 @@ from ._backfill import Backfill
 from ._calls import is_stub
 from ._config import GovernanceConfig, short_repr, suggestion
 from ._context import Context, Tally
+from ._cut_turns import CutTurns
 from ._errors import ConfigError, InvalidRequestError
 from ._formats import ChatOutline, Outline, Parsed
 from ._ids import UniqueToolCallIds
@@ -55,7 +56,6 @@ from ._roles import EnforceRoles
 from ._snip import Snip
 from ._stable import StableShrink
 from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
-from ._trace import CutTurns
 from ._truncate import TruncateNewest
 
 __all__ = [
@@ -244,7 +244,7 @@ def run(
 ) -> Outcome:
     """Govern a parsed request for `deployment`: the rendered request fields, the report, and the
     governed outline. `calibrated` is the deployment's learned token ratio (None: the profile's);
-    `summaries` the summaries of cut turns written so far, by cut key (see `_trace.CutTurns`)."""
+    `summaries` the summaries of cut turns written so far, by cut key (see `_cut_turns.CutTurns`)."""
     config = _check(deployment, config, calibrated)
     outline: Outline = parsed.outline
     model = deployment.model

@@ -8,13 +8,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from ._config import GovernanceConfig
+from ._cut_turns import CutTurns
 from ._errors import InvalidRequestError
 from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spec
 from ._models import Deployment
 from ._pipeline import Calibrated, run
 from ._report import GovernanceReport
 from ._thinking import THINKING_OFF_NOTE, lost_thinking_fields
-from ._trace import CutTurns
 
 __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
 

@@ -24,17 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ._context import BRIDGE_CONTENT, Context, StepResult, is_turn
+from ._cut_turns import CutTurns, prefix_keys
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
-from ._trace import (
-    NOTE_SHARE,
-    SUMMARY_START,
-    CutTurns,
-    TraceIndex,
-    is_note,
-    prefix_keys,
-    render_note,
-)
+from ._trace import NOTE_SHARE, SUMMARY_START, TraceIndex, is_note, render_note
 
 __all__ = ["Cost", "Layout", "Snip", "assemble", "note_for"]
 

@@ -22,7 +22,6 @@ results), so the note changes only when the cut point moves and the prompt cache
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,14 +34,11 @@ __all__ = [
     "NOTE_SHARE",
     "NOTE_START",
     "SUMMARY_START",
-    "CutTurns",
     "Entry",
     "TraceIndex",
     "is_note",
-    "prefix_keys",
     "render_note",
     "render_summary",
-    "transcript",
 ]
 
 #: The note's first characters (also how a second pass recognises one).
@@ -310,40 +306,6 @@ class TraceIndex:
         return sum(1 for start, _ in units[:cut] if messages[start].get("role") == "assistant")
 
 
-@dataclass(frozen=True)
-class CutTurns:
-    """The turns snipping removed at one cut point: what a summary model may summarise. Summaries
-    roll: the one for this cut point is written from the summary of an earlier cut point of the
-    same conversation (`previous`) and the turns cut since (`messages`)."""
-
-    #: Digest of everything cut up to this cut point: the same cut point gives the same key.
-    key: str
-    #: How many assistant turns are cut.
-    turns: int
-    #: The cut messages a summary must add to `previous` (outline messages), oldest first.
-    messages: tuple[Message, ...]
-    #: The summary of an earlier cut point this one builds on, if any.
-    previous: str | None = None
-
-
-def prefix_keys(units: Sequence[Sequence[Entry]], messages: Sequence[Sequence[Message]]) -> list[str]:
-    """``keys[c]``: the key of cutting every unit before `c` — a digest of those units' note lines
-    and call ids (which tell one conversation from another): a pure function of what is cut, and
-    the same for a conversation's cut point on every request. ``keys[0]`` is "" (nothing cut)."""
-    digest = hashlib.sha256(b"cut-turns-v2")
-    keys = [""]
-    for entries, unit in zip(units, messages, strict=True):
-        for entry in entries:
-            digest.update(b"\x1f" + entry.text.encode("utf-8", "surrogatepass"))
-        for message in unit:
-            for call in tool_calls(message):
-                ident = call_id(call)
-                if ident is not None:
-                    digest.update(b"\x1e" + ident.encode("utf-8", "surrogatepass"))
-        keys.append(digest.copy().hexdigest()[:32])
-    return keys
-
-
 def render_summary(summary: str, covered: int, *, total: int | None = None) -> str:
     """The text standing for cut turns when a summary model has written the summary of the first
     `covered` of them (of `total`, default all)."""
@@ -354,48 +316,6 @@ def render_summary(summary: str, covered: int, *, total: int | None = None) -> s
         f"{SUMMARY_START} {total} earlier {noun} cut to fit the context window. "
         f"A summary of {which}:\n{summary.strip()}]"
     )
-
-
-def transcript(messages: Sequence[Message], *, limit: int = 60_000, result_chars: int = 2_000) -> str:
-    """The cut turns as plain text for a summary model: who said what, each call and the start of
-    its result; at most `limit` characters (the newest lines are kept when it must be cut)."""
-    calls = calls_by_id(messages)
-    lines: list[str] = []
-    for message in messages:
-        role = message.get("role")
-        if role == "tool":
-            ident = message.get("tool_call_id")
-            call = calls.get(ident) if isinstance(ident, str) else None
-            text = _said_full(message.get("content"))
-            head = text[:result_chars] + (" …" if len(text) > result_chars else "")
-            lines.append(f"[result of {call.describe() if call else 'a call'}] {head}")
-            continue
-        said = _said_full(message.get("content"))
-        if said:
-            lines.append(f"[{role}] {said}")
-        for call in tool_calls(message):
-            ident = call_id(call)
-            info = calls.get(ident) if ident is not None else None
-            if info is not None:
-                lines.append(f"[{role} calls] {info.describe()}")
-    text = "\n".join(lines)
-    return text if len(text) <= limit else "…" + text[len(text) - limit :]
-
-
-def _said_full(content: object) -> str:
-    if isinstance(content, str):
-        return content.strip()
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif isinstance(part, Mapping) and part.get("type") == "message":
-                texts.append(_said_full(part.get("content")))
-        return "\n".join(t for t in texts if t).strip()
-    return ""
 
 
 class _Lines:

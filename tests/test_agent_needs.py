@@ -834,7 +834,7 @@ class TestSummaryInTheNotesPlace:
 
     def test_the_transcript_names_each_call_and_the_start_of_its_result(self) -> None:
         """What the summary model reads: who said what, each call, the head of each result."""
-        from litellm_governance._trace import transcript
+        from litellm_governance._cut_turns import transcript
 
         (_, first), *_ = self.cut_points()
         last = [m for m in first.messages if m.get("tool_calls")][-1]["tool_calls"][0]["id"]  # c<n>

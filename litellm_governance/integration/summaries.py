@@ -3,7 +3,7 @@
 When a cut removes turns, the request carries the deterministic note for them (`_trace`). With
 ``summary_model`` set — a model group of the same proxy (or Router), or a model string in the SDK —
 the plugin also asks that model, in the background, for a summary of the cut turns, keyed by the
-cut point (`_trace.CutTurns.key`). No request waits for it: the note is used until the summary is
+cut point (`_cut_turns.CutTurns.key`). No request waits for it: the note is used until the summary is
 ready, the summary from then on for as long as the cut point stays where it is (so the prompt
 cache holds), and a new cut point gets a new summary. Summaries are kept per process and shared
 through the proxy's Redis like calibration (`calibration_store.shared_cache`), under
@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._trace import CutTurns, transcript
+from .._cut_turns import CutTurns, transcript
 from .calibration_store import shared_cache
 from .logonce import LogOnce, where
 
