@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -63,6 +63,24 @@ def loop(rounds: int) -> list[dict[str, Any]]:
     return history
 
 
+def run(scenario: Awaitable[Any], seconds: float = 120.0) -> None:
+    """Run `scenario` on a fresh event loop, failing (not hanging) when it takes over `seconds`.
+    The loop is closed without joining its default executor (which ``asyncio.run`` waits for, up to
+    300 s on 3.12+): a LiteLLM worker thread still logging must not hold the test."""
+    event_loop = asyncio.new_event_loop()
+    try:
+        event_loop.run_until_complete(asyncio.wait_for(scenario, seconds))
+    except asyncio.TimeoutError:  # on Python 3.10 not the builtin TimeoutError
+        pytest.fail(f"the scenario took over {seconds:.0f} s")
+    finally:
+        pending = [task for task in asyncio.all_tasks(event_loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        event_loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        event_loop.run_until_complete(event_loop.shutdown_asyncgens())
+        event_loop.close()
+
+
 def sent_contexts(upstream: RecordingUpstream) -> list[str]:
     """The first user turn of every governed (non-summary) request the upstream received."""
     out = []
@@ -103,7 +121,7 @@ def test_the_summary_is_written_off_the_request_path_and_then_used(
 
     try:
         litellm.api_base, litellm.api_key = upstream.base_url, "x"  # the summary request goes there too
-        asyncio.run(scenario())
+        run(scenario())
     finally:
         litellm.callbacks = saved
         litellm.api_base = litellm.api_key = None
@@ -132,7 +150,7 @@ def test_a_failing_summariser_changes_nothing(
     try:
         litellm.api_base, litellm.api_key = upstream.base_url, "x"
         with caplog.at_level(logging.WARNING, logger="litellm_governance"):
-            asyncio.run(scenario())
+            run(scenario())
     finally:
         litellm.callbacks = saved
         litellm.api_base = litellm.api_key = None
@@ -150,9 +168,7 @@ def test_literal_requests_ask_for_no_summary(summariser: tuple[RecordingUpstream
     litellm.callbacks = [hook]
     try:
         litellm.api_base, litellm.api_key = upstream.base_url, "x"
-        asyncio.run(
-            litellm.acompletion(model="zai/glm-4.6", api_base=upstream.base_url, api_key="x", messages=loop(60))
-        )
+        run(litellm.acompletion(model="zai/glm-4.6", api_base=upstream.base_url, api_key="x", messages=loop(60)))
     finally:
         litellm.callbacks = saved
         litellm.api_base = litellm.api_key = None
