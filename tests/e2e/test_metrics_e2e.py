@@ -154,7 +154,11 @@ def test_metrics_with_two_workers(
     proxy = start(
         proxy_factory,
         upstream,
-        extra_env={"NUM_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(multiproc)},
+        # uvicorn kills a worker that answers its health check later than 5 s, and one still
+        # importing LiteLLM's proxy on a loaded 2-core machine can: every replacement then dies the
+        # same way and the proxy never serves (a LiteLLM CLI with --timeout_worker_healthcheck reads this
+        # variable; an older one ignores it).
+        extra_env={"NUM_WORKERS": "2", "PROMETHEUS_MULTIPROC_DIR": str(multiproc), "TIMEOUT_WORKER_HEALTHCHECK": "60"},
         fresh=True,
     )
     outcomes, tokens, count = send_the_traffic(proxy)
