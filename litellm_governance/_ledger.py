@@ -59,14 +59,21 @@ class Ledger:
 def _stub_savings(before: list[Message], after: list[Message], ctx: Context) -> int:
     """Tokens the compaction stubs in `after` save against the results of `before` they replace."""
     kept = {id(m) for m in before}
+    stubs = [m for m in after if id(m) not in kept and m.get("role") == "tool" and is_stub(m.get("content"))]
+    if not stubs:
+        return 0
+    # Only the results the new stubs answer are looked at (is_stub on every result costs more).
+    wanted = {m.get("tool_call_id") for m in stubs}
     whole: dict[object, list[Message]] = {}
     for message in before:
-        if message.get("role") == "tool" and not is_stub(message.get("content")):
+        if (
+            message.get("role") == "tool"
+            and message.get("tool_call_id") in wanted
+            and not is_stub(message.get("content"))
+        ):
             whole.setdefault(message.get("tool_call_id"), []).append(message)
     saved = 0
-    for message in after:
-        if id(message) in kept or message.get("role") != "tool" or not is_stub(message.get("content")):
-            continue
+    for message in stubs:
         originals = whole.get(message.get("tool_call_id"))
         if originals:
             saved += ctx.tokens(originals.pop(0)) - ctx.tokens(message)
