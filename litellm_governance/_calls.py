@@ -103,6 +103,7 @@ def _describe(name: str, command: str | None, key: str | None, value: str | None
     return f"{name}({', '.join(shown)})"
 
 
+@lru_cache(maxsize=8192)
 def shorten(text: str, limit: int = ARGUMENT_CHARS) -> str:
     """`text` on one line (runs of whitespace become one space), at most `limit` characters: a
     longer one keeps its head and its tail around ``…`` (a path's file name, a command's start)."""
@@ -165,7 +166,20 @@ def call_info(call: Mapping[str, Any]) -> CallInfo | None:
     if name is None:
         return None
     function = call.get("function")
-    arguments = parse_arguments(function.get("arguments") if isinstance(function, Mapping) else None)
+    raw = function.get("arguments") if isinstance(function, Mapping) else None
+    if type(raw) is str:
+        return _call_info_of_text(name, raw)  # agents resend the same calls: named once
+    return _call_info(name, parse_arguments(raw))
+
+
+@lru_cache(maxsize=8192)
+def _call_info_of_text(name: str, arguments: str) -> CallInfo:
+    """`call_info` of a call whose arguments are JSON text (CallInfo is frozen; its parsed arguments
+    are `_parse_json_object`'s, shared already)."""
+    return _call_info(name, parse_arguments(arguments))
+
+
+def _call_info(name: str, arguments: Mapping[str, Any] | None) -> CallInfo:
     command = None
     if name in SUBCOMMAND_TOOLS and arguments is not None and isinstance(arguments.get("command"), str):
         command = shorten(arguments["command"], 20)

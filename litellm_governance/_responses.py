@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ._compaction import newest_compaction
+from ._compaction import COMPACTION, newest_compaction
 from ._errors import InvalidRequestError
 from ._messages import ORIGIN, TEXT_PARTS, Message, Origin, interleave, origin
 
@@ -101,14 +101,16 @@ class ResponsesOutline:
             return
         if isinstance(items, (bytes, Mapping)) or not isinstance(items, Sequence):
             raise InvalidRequestError(f"input must be a string or a list of items, got {type(items).__name__}")
+        compaction = False
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InvalidRequestError(
                     f"input[{index}] must be an item dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(item).__name__}"
                 )
+            compaction = compaction or item.get("type") == COMPACTION
         self._position = {id(item): index for index, item in enumerate(items)}
-        newest = newest_compaction(items, "responses")
+        newest = newest_compaction(items, "responses") if compaction else None
         #: The items before the newest compaction: what the provider no longer needs.
         self.dead = list(items[: newest[0]]) if newest is not None else []
         view = self.view
@@ -271,10 +273,14 @@ class ResponsesOutline:
 
     def _in_client_order(self, items: list[Any]) -> bool:
         """Whether `items` are the client's own, in the order and contiguous as the client sent them."""
-        positions = [self._position.get(id(item)) for item in items]
-        return all(p is not None for p in positions) and positions == list(
-            range(positions[0] or 0, (positions[0] or 0) + len(positions))
-        )
+        position = self._position
+        expected: int | None = None
+        for item in items:
+            at = position.get(id(item))
+            if at is None or (expected is not None and at != expected):
+                return False
+            expected = at + 1
+        return True
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
         found = origin(message)
