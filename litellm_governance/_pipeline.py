@@ -387,6 +387,12 @@ def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message
     attempts.append((0, True))  # compacting every older result beats a request that cannot fit
     base = ctx.with_(original=messages)
     result = messages
+
+    def over(kept: list[Message]) -> bool:
+        """Too big as it is, even before the role rules add anything (so `Snip` would cut)."""
+        raw = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in kept)
+        return ctx.budget is not None and raw > ctx.budget
+
     attempt = Tally()
     for keep_recent, ignore_breakpoints in attempts:
         attempt = Tally()
@@ -395,6 +401,8 @@ def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message
             result = attempt.add(StableShrink(keep_recent=keep_recent)(messages, step_ctx))
         else:
             compacted = attempt.add(Microcompact(keep_recent=keep_recent)(messages, step_ctx))
+            if protected and not ignore_breakpoints and compacted is messages and over(messages):
+                continue  # nothing compacted and too big: snipping would cut what the breakpoint protects
             result = attempt.add(_SNIP(compacted, step_ctx))
         if attempt.over_budget:
             continue
