@@ -313,7 +313,12 @@ def _content_pieces(content: object, pieces: list[str | _Structured], *, nested:
 
 
 def _message_pieces(message: Mapping[str, Any], pieces: list[str | _Structured]) -> int:
-    fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
+    content = message.get("content")
+    if type(content) is str:  # most messages: no call for the content
+        pieces.append(content)
+        fixed = MESSAGE_OVERHEAD
+    else:
+        fixed = MESSAGE_OVERHEAD + _content_pieces(content, pieces)
     name = message.get("name")
     if type(name) is str:
         pieces.append(name)
