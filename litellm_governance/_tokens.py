@@ -268,9 +268,19 @@ def fingerprint(value: object) -> object:
     if kind is str:
         return value
     if kind is dict:
-        return (_DICT, *[part for key, item in value.items() for part in (fingerprint(key), fingerprint(item))])  # type: ignore[attr-defined]
+        return (
+            _DICT,
+            *[
+                part
+                for key, item in value.items()  # type: ignore[attr-defined]
+                for part in (
+                    key if type(key) is str else fingerprint(key),
+                    item if type(item) is str else fingerprint(item),  # most leaves: no call
+                )
+            ],
+        )
     if kind is list:
-        return (_LIST, *[fingerprint(item) for item in value])  # type: ignore[attr-defined]
+        return (_LIST, *[item if type(item) is str else fingerprint(item) for item in value])  # type: ignore[attr-defined]
     if value is None or kind in (int, float, bool):
         return (kind, value)
     return (kind, repr(value))
