@@ -202,7 +202,7 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
     content = message.get("content")
     if type(content) is not list:
         return _Read(({"role": role, "content": content, ORIGIN: Origin(message)},))
-    kinds = [_kind(block) for block in content]
+    kinds = [block.get("type") if type(block) is dict else _kind(block) for block in content]
     compaction = COMPACTION in kinds
     if role == "user" and "tool_result" in kinds:
         results: list[Message] = []
