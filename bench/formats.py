@@ -1,7 +1,8 @@
 """Benchmark: governing each request format — chat, Anthropic Messages (Claude Code), Responses
 (Codex) — against the tiktoken floor, warm, and with 4x the history.
 
-Run ``python bench/formats.py`` from the repository root (``--quick`` for a smoke run). For each
+Run ``python bench/formats.py`` from the repository root (``--quick`` for a smoke run;
+``--profile`` prints, instead, cProfile's hot spots of cold and warm per format at 400 messages). For each
 format, on the same realistic sessions (`bench.sessions`, dressed by `bench.agent_shapes`) for
 ``openai/gpt-4o`` (o200k_base), with the request's tool schemas:
 
@@ -103,11 +104,31 @@ def measures(fmt: str, n: int) -> tuple[dict[str, speed.Measure], int]:
     }, tokens
 
 
+def print_profiles(*, reps: int, n: int = 400, top: int = 12) -> int:
+    """The functions taking the most own time, cold and warm, per format (cProfile; a ranking)."""
+    for fmt in FORMATS:
+        found, _ = measures(fmt, n)
+        for name in ("cold", "warm"):
+            rows = speed.profile(found[name], reps=reps, top=top)
+            print(f"\n## {fmt}, {name}, {n} messages (cProfile, {reps} calls)\n")
+            print("| function | calls / request | own | inclusive | own ms / request |")
+            print("|---|---:|---:|---:|---:|")
+            for row in rows:
+                print(
+                    f"| `{row['function']}` | {row['calls_per_request']:.0f} | {row['own_share']:.1%} | "
+                    f"{row['inclusive_share']:.1%} | {row['own_ms_per_request']:.2f} |"
+                )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--reps", type=int, default=None)
+    parser.add_argument("--profile", action="store_true", help="cProfile cold and warm per format (400 messages)")
     args = parser.parse_args(argv)
+    if args.profile:
+        return print_profiles(reps=args.reps or 20)
     sizes = (100, 400) if args.quick else (100, 400, 1600)
     reps = args.reps or (3 if args.quick else 9)
     all_measures: dict[tuple[str, int, str], speed.Measure] = {}

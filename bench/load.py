@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -80,19 +81,32 @@ def rss_mib(proxy: ProxyProcess) -> float:
     return total / 1024
 
 
-async def session(client: Any, proxy: ProxyProcess, index: int, turns: int, start: int) -> list[float]:
-    """One agent loop of `turns` requests; the latency of each."""
+Request = tuple[str, bytes]  # (route, JSON body)
+
+
+def session_requests(index: int, turns: int, start: int) -> list[Request]:
+    """One agent loop of `turns` requests, built and serialized before anything is timed (so the
+    load generator spends its time sending, not building sessions)."""
     history = make_session(start, seed=1000 + index)
     claude = index % 2 == 1
-    times = []
+    requests = []
     for _ in range(turns):
         history = next_round(history, seed=1000 + index)
         if claude:
             route, body = "/v1/messages", {"model": "claude", "max_tokens": 1024, **to_claude_code(history)}
         else:
             route, body = "/v1/chat/completions", {"model": "glm", "messages": history, "tools": make_tools()}
+        requests.append((route, json.dumps(body).encode()))
+    return requests
+
+
+async def session(client: Any, proxy: ProxyProcess, requests: list[Request]) -> list[float]:
+    """One agent loop's requests, in order; the latency of each."""
+    headers = {**proxy.headers, "Content-Type": "application/json"}
+    times = []
+    for route, body in requests:
         began = time.perf_counter()
-        response = await client.post(proxy.url(route), json=body, headers=proxy.headers)
+        response = await client.post(proxy.url(route), content=body, headers=headers)
         times.append(time.perf_counter() - began)
         if response.status_code != 200:
             raise SystemExit(f"{proxy.base_url} answered {response.status_code}: {response.text[:300]}")
@@ -108,19 +122,23 @@ class Plan:
     turns: int
     start: int
 
+    def requests(self, offset: int) -> list[list[Request]]:
+        """Every session's requests for the round starting at session `offset`."""
+        return [session_requests(offset + i, self.turns, self.start) for i in range(self.sessions)]
 
-async def run_round(proxy: ProxyProcess, plan: Plan, offset: int) -> list[float]:
+
+async def run_round(proxy: ProxyProcess, plan: Plan, sessions: list[list[Request]]) -> list[float]:
     import httpx
 
     gate = asyncio.Semaphore(plan.concurrency)
     limits = httpx.Limits(max_connections=plan.concurrency * 2)
     async with httpx.AsyncClient(timeout=300, trust_env=False, limits=limits) as client:
 
-        async def one(index: int) -> list[float]:
+        async def one(requests: list[Request]) -> list[float]:
             async with gate:
-                return await session(client, proxy, offset + index, plan.turns, plan.start)
+                return await session(client, proxy, requests)
 
-        results = await asyncio.gather(*(one(i) for i in range(plan.sessions)))
+        results = await asyncio.gather(*(one(requests) for requests in sessions))
     return [t for times in results for t in times]
 
 
@@ -129,10 +147,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def compare(proxies: dict[str, ProxyProcess], plan: Plan, offset: int) -> dict[str, list[float]]:
+async def compare(
+    proxies: dict[str, ProxyProcess], plan: Plan, sessions: list[list[Request]]
+) -> dict[str, list[float]]:
     """The same round on both proxies at once (so background load falls on both alike)."""
     names = list(proxies)
-    results = await asyncio.gather(*(run_round(proxies[n], plan, offset) for n in names))
+    results = await asyncio.gather(*(run_round(proxies[n], plan, sessions) for n in names))
     return dict(zip(names, results, strict=True))
 
 
@@ -155,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ):
         proxies = {"with": with_plugin, "without": without}
         before = {n: rss_mib(p) for n, p in proxies.items()}
-        first = asyncio.run(compare(proxies, plan, 0))
+        first = asyncio.run(compare(proxies, plan, plan.requests(0)))
         after_first = {n: rss_mib(p) for n, p in proxies.items()}
-        second = asyncio.run(compare(proxies, plan, 10_000))
+        second = asyncio.run(compare(proxies, plan, plan.requests(10_000)))
         after_second = {n: rss_mib(p) for n, p in proxies.items()}
     flag = " --quick" if args.quick else ""
     print(f"# Load (`python bench/load.py{flag}`)\n")

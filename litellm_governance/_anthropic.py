@@ -25,9 +25,9 @@ no user text after them make a user message of their own — the only place resu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from ._compaction import newest_compaction
+from ._compaction import COMPACTION, newest_compaction
 from ._errors import InvalidRequestError
 from ._messages import ORIGIN, SYSTEM_ROLES, Message, Origin, interleave, origin
 
@@ -36,10 +36,6 @@ __all__ = ["AnthropicOutline"]
 #: Block types that hold the turn's own reasoning: valid only in assistant turns.
 _ASSISTANT_ONLY: Final = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use"})
 _SYSTEM: Final = object()
-
-
-def _is_block(value: object, kind: str) -> bool:
-    return (type(value) is dict or isinstance(value, Mapping)) and value.get("type") == kind
 
 
 class AnthropicOutline:
@@ -71,14 +67,18 @@ class AnthropicOutline:
                     f"messages[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(message).__name__}"
                 )
-        newest = newest_compaction(self.messages, "anthropic")
+        # One pass reads every message; only a body holding a compaction block (rare) is searched
+        # for the newest one, and its turn read again as the opener.
+        read = [_read(message) for message in self.messages]
+        newest = newest_compaction(self.messages, "anthropic") if any(r.compaction for r in read) else None
         #: The messages before the newest compaction's turn: what the provider does not read.
         self.dead: list[Any] = self.messages[: newest[0]] if newest is not None else []
         for index in range(len(self.dead), len(self.messages)):
             message = self.messages[index]
-            group = self._parse(message, opener=newest is not None and index == newest[0])
+            found = _read(message, opener=True) if newest is not None and index == newest[0] else read[index]
+            group = found.group
             self._parts[index] = group
-            if _results_first(message):
+            if found.results_first:
                 self._groups[id(group[0])] = (message, group)
             else:  # rendered anew, results first: "tool_result blocks must come first"
                 self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
@@ -96,58 +96,6 @@ class AnthropicOutline:
                 at = blocks.get(id(block)) if part.get("role") == "tool" else None
                 found[id(part)] = f"messages[{index}]" + (f".content[{at}]" if at is not None else "")
         return found
-
-    @staticmethod
-    def _parse(message: dict[str, Any], *, opener: bool = False) -> tuple[Message, ...]:
-        role = message.get("role")
-        content = message.get("content")
-        if role == "user" and type(content) is list and any(_is_block(b, "tool_result") for b in content):
-            results: list[Message] = []
-            rest: list[Any] = []
-            for block in content:
-                if _is_block(block, "tool_result"):
-                    result: Message = {
-                        "role": "tool",
-                        "tool_call_id": block.get("tool_use_id"),
-                        "content": block.get("content", ""),
-                        ORIGIN: Origin(block),
-                    }
-                    if block.get("cache_control"):
-                        result["cache_control"] = block["cache_control"]
-                    results.append(result)
-                else:
-                    rest.append(block)
-            if rest:
-                results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
-            return tuple(results)
-        if role == "assistant" and type(content) is list:
-            parts: list[Any] = []
-            calls: list[Message] = []
-            marker: object = None
-            for block in content:
-                if _is_block(block, "tool_use"):
-                    calls.append(
-                        {
-                            "id": block.get("id"),
-                            "type": "function",
-                            "function": {"name": block.get("name"), "arguments": block.get("input")},
-                            ORIGIN: Origin(block),
-                        }
-                    )
-                    marker = marker or block.get("cache_control")
-                else:
-                    parts.append(block)
-            assistant: Message = {
-                "role": "assistant",
-                "content": parts,
-                ORIGIN: Origin(message, tuple(content), opener=opener),
-            }
-            if calls:
-                assistant["tool_calls"] = calls
-            if marker:
-                assistant["cache_control"] = marker  # a breakpoint on a tool_use block protects this turn
-            return (assistant,)
-        return ({"role": role, "content": content, ORIGIN: Origin(message)},)
 
     # ---- rendering ---------------------------------------------------------------------------
 
@@ -232,19 +180,79 @@ class AnthropicOutline:
         return {**base, "role": role, "content": content}
 
 
-def _results_first(message: Mapping[str, Any]) -> bool:
-    """Whether a message's ``tool_result`` blocks (if any) all come before its other blocks."""
+class _Read(NamedTuple):
+    """A client message read: its outline messages, whether its ``tool_result`` blocks (if any)
+    all come before its other blocks, and whether it holds a compaction block."""
+
+    group: tuple[Message, ...]
+    results_first: bool = True
+    compaction: bool = False
+
+
+def _kind(block: object) -> object:
+    """A block's ``type`` (None for what is not a block)."""
+    if type(block) is dict:
+        return block.get("type")
+    return block.get("type") if isinstance(block, Mapping) else None
+
+
+def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
+    """A client message as outline messages (module docstring), its blocks walked once."""
+    role = message.get("role")
     content = message.get("content")
-    if message.get("role") != "user" or type(content) is not list:
-        return True
-    seen_other = False
-    for block in content:
-        if _is_block(block, "tool_result"):
-            if seen_other:
-                return False
-        else:
-            seen_other = True
-    return True
+    if type(content) is not list:
+        return _Read(({"role": role, "content": content, ORIGIN: Origin(message)},))
+    kinds = [block.get("type") if type(block) is dict else _kind(block) for block in content]
+    compaction = COMPACTION in kinds
+    if role == "user" and "tool_result" in kinds:
+        results: list[Message] = []
+        rest: list[Any] = []
+        for block, kind in zip(content, kinds, strict=True):
+            if kind == "tool_result":
+                result: Message = {
+                    "role": "tool",
+                    "tool_call_id": block.get("tool_use_id"),
+                    "content": block.get("content", ""),
+                    ORIGIN: Origin(block),
+                }
+                if block.get("cache_control"):
+                    result["cache_control"] = block["cache_control"]
+                results.append(result)
+            else:
+                rest.append(block)
+        # Results first: every result block comes before the first other block.
+        results_first = "tool_result" not in kinds[len(results) :]
+        if rest:
+            results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
+        return _Read(tuple(results), results_first, compaction)
+    if role == "assistant":
+        parts: list[Any] = []
+        calls: list[Message] = []
+        marker: object = None
+        for block, kind in zip(content, kinds, strict=True):
+            if kind == "tool_use":
+                calls.append(
+                    {
+                        "id": block.get("id"),
+                        "type": "function",
+                        "function": {"name": block.get("name"), "arguments": block.get("input")},
+                        ORIGIN: Origin(block),
+                    }
+                )
+                marker = marker or block.get("cache_control")
+            else:
+                parts.append(block)
+        assistant: Message = {
+            "role": "assistant",
+            "content": parts,
+            ORIGIN: Origin(message, tuple(content), opener=opener),
+        }
+        if calls:
+            assistant["tool_calls"] = calls
+        if marker:
+            assistant["cache_control"] = marker  # a breakpoint on a tool_use block protects this turn
+        return _Read((assistant,), compaction=compaction)
+    return _Read(({"role": role, "content": content, ORIGIN: Origin(message)},), compaction=compaction)
 
 
 def _is_recovered(message: Message) -> bool:

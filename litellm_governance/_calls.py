@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ._backfill import BACKFILL_CONTENT
 from ._messages import Message, call_id, call_name, origin, tool_calls
@@ -103,6 +103,7 @@ def _describe(name: str, command: str | None, key: str | None, value: str | None
     return f"{name}({', '.join(shown)})"
 
 
+@lru_cache(maxsize=8192)
 def shorten(text: str, limit: int = ARGUMENT_CHARS) -> str:
     """`text` on one line (runs of whitespace become one space), at most `limit` characters: a
     longer one keeps its head and its tail around ``…`` (a path's file name, a command's start)."""
@@ -165,7 +166,20 @@ def call_info(call: Mapping[str, Any]) -> CallInfo | None:
     if name is None:
         return None
     function = call.get("function")
-    arguments = parse_arguments(function.get("arguments") if isinstance(function, Mapping) else None)
+    raw = function.get("arguments") if isinstance(function, Mapping) else None
+    if type(raw) is str:
+        return _call_info_of_text(name, raw)  # agents resend the same calls: named once
+    return _call_info(name, parse_arguments(raw))
+
+
+@lru_cache(maxsize=8192)
+def _call_info_of_text(name: str, arguments: str) -> CallInfo:
+    """`call_info` of a call whose arguments are JSON text (CallInfo is frozen; its parsed arguments
+    are `_parse_json_object`'s, shared already)."""
+    return _call_info(name, parse_arguments(arguments))
+
+
+def _call_info(name: str, arguments: Mapping[str, Any] | None) -> CallInfo:
     command = None
     if name in SUBCOMMAND_TOOLS and arguments is not None and isinstance(arguments.get("command"), str):
         command = shorten(arguments["command"], 20)
@@ -197,20 +211,26 @@ def describe_size(content: object) -> str:
     """A result's size the way an agent reads it: ``412 lines``, ``85 characters`` (one line),
     ``2 images``; for blocks, their text and the other blocks counted by type."""
     if type(content) is str and len(content) >= _CACHED_SIZE:
-        # Agents resend the same outputs: remembered by (length, hash) — never the text itself.
-        key = (len(content), hash(content))
-        size = _SIZES.get(key)
-        if size is None:
-            if len(_SIZES) >= _SIZES_KEPT:
-                _SIZES.clear()
-            size = _SIZES[key] = _describe_size(content)
-        return size
+        return _remembered(_SIZES, content, _describe_size)
     return _describe_size(content)
 
 
 _CACHED_SIZE: Final = 2_000
 _SIZES_KEPT: Final = 65_536
 _SIZES: dict[tuple[int, int], str] = {}
+_T = TypeVar("_T")
+
+
+def _remembered(store: dict[tuple[int, int], _T], text: str, compute: Callable[[str], _T]) -> _T:
+    """``compute(text)``, remembered in `store` by (length, hash) — never the text itself: agents
+    resend the same outputs. At most `_SIZES_KEPT` entries (then the store starts again)."""
+    key = (len(text), hash(text))
+    found = store.get(key)
+    if found is None:
+        if len(store) >= _SIZES_KEPT:
+            store.clear()
+        found = store[key] = compute(text)
+    return found
 
 
 def _describe_size(content: object) -> str:
@@ -268,6 +288,16 @@ def looks_like_error(result: Message) -> bool:
         return False
     if content == BACKFILL_CONTENT:
         return True  # the stand-in for a result that never came
+    if len(content) < _CACHED_SIZE:
+        return _states_failure(content)
+    return _remembered(_FAILURES, content, _states_failure)
+
+
+_FAILURES: dict[tuple[int, int], bool] = {}
+
+
+def _states_failure(content: str) -> bool:
+    """Whether a result's text opens like an error or states a non-zero exit code."""
     head = content[:2_000]
     if _ERROR_START.match(head):
         return True

@@ -196,9 +196,13 @@ def is_instruction(message: Mapping[Any, Any]) -> bool:
     """A system message, a user message made only of system notes (see `system_note`), or the
     compaction that opens the history (`is_opener`): counted and kept like the system prompt,
     never taken for the task. A note merged with the user's own text is the user's message."""
-    if is_system(message) or is_opener(message):
+    role = message.get("role")
+    if isinstance(role, str) and role in SYSTEM_ROLES:  # `is_system`, inlined: called for every message
         return True
-    if message.get("role") != "user":
+    found = message.get(ORIGIN)
+    if isinstance(found, Origin) and found.opener:  # `is_opener`
+        return True
+    if role != "user":
         return False
     content = message.get("content")
     first, last = _edge_text(content, last=False), _edge_text(content, last=True)

@@ -38,23 +38,22 @@ from typing import Any
 
 from ._anthropic import AnthropicOutline
 from ._backfill import Backfill
-from ._calls import is_stub
 from ._config import GovernanceConfig, short_repr, suggestion
 from ._context import Context, Tally
 from ._cut_turns import CutTurns
 from ._errors import ConfigError, InvalidRequestError
 from ._formats import ChatOutline, Outline, Parsed
 from ._ids import UniqueToolCallIds
+from ._ledger import Ledger
 from ._messages import Message, validate_tools
-from ._microcompact import Microcompact, large_uncompactable
+from ._microcompact import large_uncompactable
 from ._models import Deployment, resolve_model
 from ._orphans import DropOrphans
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
 from ._report import GovernanceReport
 from ._responses import ResponsesOutline
 from ._roles import EnforceRoles
-from ._snip import Snip
-from ._stable import StableShrink
+from ._shrinking import shrink
 from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
 from ._truncate import TruncateNewest
 
@@ -72,7 +71,6 @@ __all__ = [
 ]
 
 _REPAIR = (DropOrphans(), Backfill(), UniqueToolCallIds())
-_SNIP = Snip()
 _TRUNCATE = TruncateNewest()
 _ROLES = EnforceRoles()
 _DEFAULT_CONFIG = GovernanceConfig()
@@ -296,7 +294,7 @@ def run(
     tally = Tally()
     governed = original
     # Tokens after each stage (tiktoken units), for the report's tokens removed per stage.
-    ledger = _Ledger(ctx, original, raw_before)
+    ledger = Ledger(ctx, original, raw_before)
     if left_alone is not None:
         notes.append(left_alone)
     else:
@@ -304,7 +302,7 @@ def run(
             governed = tally.add(step(governed, ctx))
         ledger.after("repair", governed)
         repaired = governed
-        governed = _shrink(governed, ctx, tally)
+        governed = shrink(governed, ctx, tally)
         ledger.after_shrink(repaired, governed)
         if tally.over_budget:
             governed = tally.add(_TRUNCATE(governed, ctx.with_(original=repaired)))
@@ -373,97 +371,3 @@ def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, prov
                 redacted=f"model_info.governance_profile is not one of {known}{hint}",
             ) from None
     return profile_for(provider, model)
-
-
-def _shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]:
-    """Compact, then snip; retry with fewer scruples while the budget forces it. Each attempt is
-    counted on its own; the one kept is added to `tally`, whose ``over_budget`` then says whether
-    even the smallest request does not fit (`run` then truncates the newest exchange's results;
-    it never stubs them)."""
-    protected = ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0
-    attempts: list[tuple[int | None, bool]] = [(None, False)]
-    if protected:
-        attempts.append((None, True))  # compacting behind the breakpoint beats cutting it off
-    attempts.append((0, True))  # compacting every older result beats a request that cannot fit
-    base = ctx.with_(original=messages)
-    result = messages
-    attempt = Tally()
-    for keep_recent, ignore_breakpoints in attempts:
-        attempt = Tally()
-        step_ctx = base.with_(ignore_breakpoints=ignore_breakpoints)
-        if ctx.stable:
-            result = attempt.add(StableShrink(keep_recent=keep_recent)(messages, step_ctx))
-        else:
-            compacted = attempt.add(Microcompact(keep_recent=keep_recent)(messages, step_ctx))
-            result = attempt.add(_SNIP(compacted, step_ctx))
-        if attempt.over_budget:
-            continue
-        if protected and not ignore_breakpoints and attempt.counts["snipped"]:
-            continue  # a cut would drop what the breakpoint protects: try compacting it first
-        break
-    tally.counts.update(attempt.counts)
-    tally.notes.extend(attempt.notes)
-    tally.large_uncompacted.update(attempt.large_uncompacted)
-    tally.over_budget = attempt.over_budget
-    tally.cut = attempt.cut
-    return result
-
-
-class _Ledger:
-    """Tokens (tiktoken units) of the request after each stage, measured only where a stage changed
-    the list; `removed` turns them into the provider tokens each stage removed, which add up to
-    ``tokens_before - tokens_after`` exactly."""
-
-    def __init__(self, ctx: Context, messages: list[Message], raw: int) -> None:
-        self._ctx = ctx
-        self._last = messages
-        self.raw = raw
-        self._marks: list[tuple[str, int]] = [("", raw)]
-
-    def _total(self, messages: list[Message]) -> int:
-        if messages is self._last:
-            return self.raw
-        return self._ctx.tools_tokens + REPLY_PRIMING + sum(self._ctx.tokens(m) for m in messages)
-
-    def after(self, stage: str, messages: list[Message]) -> None:
-        self.raw = self._total(messages)
-        self._last = messages
-        self._marks.append((stage, self.raw))
-
-    def after_shrink(self, before: list[Message], after: list[Message]) -> None:
-        """Compaction and snipping run interleaved (`StableShrink`): what the stubs in `after` saved
-        against the results they replace is compaction's, the rest snipping's."""
-        if after is before:
-            self._marks.append(("compaction", self.raw))
-            self.after("snipping", after)
-            return
-        self._marks.append(("compaction", self.raw - _stub_savings(before, after, self._ctx)))
-        self.after("snipping", after)
-
-    def removed(self, ratio: float) -> dict[str, int]:
-        """Provider tokens removed per stage (negative where a stage added more than it removed)."""
-        out: dict[str, int] = {}
-        previous = math.ceil(self._marks[0][1] * ratio)
-        for stage, raw in self._marks[1:]:
-            now = math.ceil(raw * ratio)
-            if now != previous:
-                out[stage] = out.get(stage, 0) + previous - now
-            previous = now
-        return out
-
-
-def _stub_savings(before: list[Message], after: list[Message], ctx: Context) -> int:
-    """Tokens the compaction stubs in `after` save against the results of `before` they replace."""
-    kept = {id(m) for m in before}
-    whole: dict[object, list[Message]] = {}
-    for message in before:
-        if message.get("role") == "tool" and not is_stub(message.get("content")):
-            whole.setdefault(message.get("tool_call_id"), []).append(message)
-    saved = 0
-    for message in after:
-        if id(message) in kept or message.get("role") != "tool" or not is_stub(message.get("content")):
-            continue
-        originals = whole.get(message.get("tool_call_id"))
-        if originals:
-            saved += ctx.tokens(originals.pop(0)) - ctx.tokens(message)
-    return saved

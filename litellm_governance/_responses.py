@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ._compaction import newest_compaction
+from ._compaction import COMPACTION, newest_compaction
 from ._errors import InvalidRequestError
 from ._messages import ORIGIN, TEXT_PARTS, Message, Origin, interleave, origin
 
@@ -88,8 +88,6 @@ class ResponsesOutline:
         #: Why the input is left alone (a string input), or None.
         self.left_alone: str | None = None
         self.parse_counts: dict[str, int] = {}
-        #: id(outline message) -> where it sits in the client's body (for `explain`)
-        self.where: dict[int, str] = {}
         self.view: list[Message] = []
         self._originals: set[int] = set()
         self.dead: list[Any] = []
@@ -97,47 +95,43 @@ class ResponsesOutline:
         self._position: dict[int, int] = {}
         if instructions is not None and instructions != "":
             self.view.append({"role": "system", "content": instructions, ORIGIN: Origin(_INSTRUCTIONS)})
-            self.where[id(self.view[-1])] = "instructions"
         if isinstance(items, str):
             self.left_alone = "input is a string (a single user turn): nothing to govern"
             self.view.append({"role": "user", "content": items, ORIGIN: Origin(items)})  # counted, not governed
-            self.where[id(self.view[-1])] = "input"
             return
         if isinstance(items, (bytes, Mapping)) or not isinstance(items, Sequence):
             raise InvalidRequestError(f"input must be a string or a list of items, got {type(items).__name__}")
-        run: Message | None = None
-        run_order: list[Any] = []
-        first_of_run = 0
-        call_kinds: dict[Any, Any] = {}
+        compaction = False
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InvalidRequestError(
                     f"input[{index}] must be an item dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(item).__name__}"
                 )
+            compaction = compaction or item.get("type") == COMPACTION
         self._position = {id(item): index for index, item in enumerate(items)}
-        newest = newest_compaction(items, "responses")
+        newest = newest_compaction(items, "responses") if compaction else None
         #: The items before the newest compaction: what the provider no longer needs.
         self.dead = list(items[: newest[0]]) if newest is not None else []
+        view = self.view
+        run: Message | None = None
+        runs: list[tuple[Message, list[Any]]] = []  # each assistant run and its items, in order
+        call_kinds: dict[Any, Any] = {}
         for index in range(len(self.dead), len(items)):
             item = items[index]
+            kind = item.get("type")
             if newest is not None and index == newest[0]:
-                self.view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item, opener=True)})
-                self.where[id(self.view[-1])] = f"input[{index}]"
+                view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item, opener=True)})
                 run = None
                 continue
             if _is_assistant_side(item):
                 if run is None:
-                    run, run_order = {"role": "assistant", "content": []}, []
-                    self.view.append(run)
-                    first_of_run = index
-                self.where[id(run)] = (
-                    f"input[{first_of_run}]" if index == first_of_run else f"input[{first_of_run}..{index}]"
-                )
-                run_order.append(item)
-                run[ORIGIN] = Origin(None, tuple(run_order))
+                    run = {"role": "assistant", "content": [], ORIGIN: Origin()}  # its order: below
+                    runs.append((run, []))
+                    view.append(run)
+                runs[-1][1].append(item)
                 if _is_call(item):
-                    call_kinds[item.get("call_id")] = item.get("type")
+                    call_kinds[item.get("call_id")] = kind
                     call = {
                         "id": item.get("call_id"),
                         "type": "function",
@@ -149,13 +143,12 @@ class ResponsesOutline:
                     run["content"].append(item)
                 continue
             run = None
-            before = len(self.view)
-            if _is_output(item):
-                kind = call_kinds.get(_call_id(item))
-                if isinstance(kind, str) and item.get("type") != f"{kind}_output":
+            if isinstance(kind, str) and kind.endswith("_call_output"):
+                call_kind = call_kinds.get(_call_id(item))
+                if isinstance(call_kind, str) and kind != f"{call_kind}_output":
                     # an output of the wrong kind answers nothing: rendered as its call's kind
                     self.parse_counts["outputs_retyped"] = self.parse_counts.get("outputs_retyped", 0) + 1
-                self.view.append(
+                view.append(
                     {
                         "role": "tool",
                         "tool_call_id": _call_id(item),
@@ -163,15 +156,38 @@ class ResponsesOutline:
                         ORIGIN: Origin(item),
                     }
                 )
-            elif item.get("type") in (None, "message") and isinstance(item.get("role"), str):
-                self.view.append({"role": item["role"], "content": item.get("content"), ORIGIN: Origin(item)})
+            elif kind in (None, "message") and isinstance(item.get("role"), str):
+                view.append({"role": item["role"], "content": item.get("content"), ORIGIN: Origin(item)})
             else:
-                self.view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item)})
-            if len(self.view) > before:
-                self.where[id(self.view[-1])] = f"input[{index}]"
+                view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item)})
+        for message, order in runs:
+            message[ORIGIN] = Origin(None, tuple(order))
         if self.history_upstream:
             self._stand_in_for_stored_calls()
-        self._originals = {id(m) for m in self.view}
+        self._originals = {id(m) for m in view}
+
+    @property
+    def where(self) -> dict[int, str]:
+        """id(outline message) -> where it sits in the client's body (for `explain`; built on demand).
+        The outline holds the items from the newest compaction on, in order: an assistant run
+        its items, every other message one."""
+        found: dict[int, str] = {}
+        index = len(self.dead)
+        for message in self.view:
+            native = origin(message)
+            if native is None or native.virtual:
+                continue
+            if native.native is _INSTRUCTIONS:
+                found[id(message)] = "instructions"
+            elif self.left_alone is not None:
+                found[id(message)] = "input"
+            elif native.native is None and len(native.order) > 1:  # an assistant run of several items
+                found[id(message)] = f"input[{index}..{index + len(native.order) - 1}]"
+                index += len(native.order)
+            else:
+                found[id(message)] = f"input[{index}]"
+                index += 1
+        return found
 
     def _stand_in_for_stored_calls(self) -> None:
         visible = {c.get("id") for m in self.view for c in m.get("tool_calls", ())}
@@ -257,10 +273,14 @@ class ResponsesOutline:
 
     def _in_client_order(self, items: list[Any]) -> bool:
         """Whether `items` are the client's own, in the order and contiguous as the client sent them."""
-        positions = [self._position.get(id(item)) for item in items]
-        return all(p is not None for p in positions) and positions == list(
-            range(positions[0] or 0, (positions[0] or 0) + len(positions))
-        )
+        position = self._position
+        expected: int | None = None
+        for item in items:
+            at = position.get(id(item))
+            if at is None or (expected is not None and at != expected):
+                return False
+            expected = at + 1
+        return True
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
         found = origin(message)

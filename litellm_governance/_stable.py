@@ -120,10 +120,10 @@ class StableShrink:
         # What compacting each candidate saves, and the candidates each unit brings. A stub replaces
         # the content and nothing else: the saving is the content's tokens less the stub's (long
         # contents are cached by text, so this is a lookup per result on the warm path).
+        stubs = [compact(messages[c.index], c) for c in candidates]  # what `_apply` puts in, mostly
         saving = [
-            ctx.counter.content(messages[c.index].get("content"))
-            - ctx.counter.short(compact(messages[c.index], c)["content"])
-            for c in candidates
+            ctx.counter.content(messages[c.index].get("content")) - ctx.counter.short(stub["content"])
+            for c, stub in zip(candidates, stubs, strict=True)
         ]
         unit_of = layout.unit_index()
         arriving: dict[int, list[int]] = {}
@@ -245,6 +245,7 @@ class StableShrink:
             trace=trace,
             allowance=min(cap, room - tail_cost),
             stubbed_stale=stubbed_stale,
+            stubs=stubs,
         )
 
     @staticmethod
@@ -271,7 +272,10 @@ class StableShrink:
         trace: TraceIndex | None = None,
         allowance: int = 0,
         stubbed_stale: set[int] | None = None,
+        stubs: list[Message] | None = None,
     ) -> StepResult:
+        """The request with the `compacted` candidates stubbed and the units before `cut` cut.
+        `stubs` are the candidates' stubs made with their default reason (reused where it holds)."""
         candidates = found.candidates
         counts: Counter[str] = Counter()
         first_kept = layout.units[cut][0] if layout.units else 0
@@ -285,7 +289,10 @@ class StableShrink:
             # The stub says what the replay knew when it compacted the result: a read superseded only
             # later keeps the stub it got by age (so the prefix does not change under the cache).
             stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
-            out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
+            if stubs is not None and stale == (candidate.superseded_by is not None):
+                out[candidate.index] = stubs[ordinal]
+            else:
+                out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
             counts["superseded" if stale else "compacted"] += 1
         cut_turns = None
         if cut:

@@ -210,7 +210,7 @@ class TokenCounter:
         pieces: list[str | _Structured] = []
         fixed = _message_pieces(message, pieces)
         material = [p if isinstance(p, str) else p.key for p in pieces]
-        key = (self.encoding_name, fixed + sum(map(len, material)), hash((fixed, *material)))
+        key = (self.encoding_name, fixed + len(pieces), hash((fixed, *material)))
         count = self._cache.get(key)
         if count is None:
             count = fixed + sum(self.text(piece_text(p)) for p in pieces)
@@ -230,7 +230,7 @@ class TokenCounter:
         if not tools:
             return 0
         schemas = _Structured(list(tools))
-        key = (self.encoding_name, -len(schemas.key), hash(schemas.key))  # negative: never a text's key
+        key = (self.encoding_name, -1 - len(tools), hash(schemas.key))  # negative: never a text's key
         count = self._cache.get(key)
         if count is None:
             count = self.text(_json(schemas.value)) + 8
@@ -240,17 +240,50 @@ class TokenCounter:
 
 class _Structured:
     """A block, item or argument object whose tokens are those of its JSON text. On the warm path
-    only a cache key is needed: `repr` gives one at a fraction of the cost of the JSON (the JSON,
-    and the tokenizer, run only on a cache miss). Agents resend the same JSON, so the same key."""
+    only a cache key is needed: its `fingerprint` gives one at a fraction of the cost of the JSON
+    (the JSON, and the tokenizer, run only on a cache miss). Agents resend the same JSON, so the
+    same key."""
 
     __slots__ = ("key", "value")
 
     def __init__(self, value: object) -> None:
         self.value = value
+        self.key: object
         try:
-            self.key = f"\x00{type(value).__name__}{value!r}"
-        except (RecursionError, ValueError):  # nesting too deep for repr: the JSON (flattened) it is
+            self.key = fingerprint(value)
+        except (RecursionError, ValueError, TypeError):  # nesting too deep, or not hashable: its JSON
             self.key = "\x00" + _json(value)
+
+
+_DICT: Final = "\x00{"
+_LIST: Final = "\x00["
+
+
+def fingerprint(value: object) -> object:
+    """A hashable value that tells `value` apart from any other JSON value (and from any text:
+    every structured fingerprint is a tuple): strings as they are, dicts and lists as tuples
+    (their own strings are hashed in C, no text is built), other scalars with their type (``1``,
+    ``1.0`` and ``True`` hash alike). Objects JSON cannot hold are told apart by their `repr`."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict:
+        return (
+            _DICT,
+            *[
+                part
+                for key, item in value.items()  # type: ignore[attr-defined]
+                for part in (
+                    key if type(key) is str else fingerprint(key),
+                    item if type(item) is str else fingerprint(item),  # most leaves: no call
+                )
+            ],
+        )
+    if kind is list:
+        return (_LIST, *[item if type(item) is str else fingerprint(item) for item in value])  # type: ignore[attr-defined]
+    if value is None or kind in (int, float, bool):
+        return (kind, value)
+    return (kind, repr(value))
 
 
 def piece_text(piece: str | _Structured) -> str:
@@ -290,7 +323,12 @@ def _content_pieces(content: object, pieces: list[str | _Structured], *, nested:
 
 
 def _message_pieces(message: Mapping[str, Any], pieces: list[str | _Structured]) -> int:
-    fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
+    content = message.get("content")
+    if type(content) is str:  # most messages: no call for the content
+        pieces.append(content)
+        fixed = MESSAGE_OVERHEAD
+    else:
+        fixed = MESSAGE_OVERHEAD + _content_pieces(content, pieces)
     name = message.get("name")
     if type(name) is str:
         pieces.append(name)

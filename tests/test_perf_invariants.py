@@ -1,0 +1,160 @@
+"""What the fast paths must not change: objects no step touched go out as the client's own,
+output is a pure function of the request (same history, same bytes), the input is never mutated,
+and the token cache's keys never change a count (bench/formats.py measures the speed; no test
+here times anything)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from bench.agent_shapes import to_claude_code, to_codex
+from bench.sessions import make_session, make_tools, next_round
+from litellm_governance import GovernanceConfig, govern_request
+from litellm_governance._anthropic import AnthropicOutline
+from litellm_governance._calls import call_info
+from litellm_governance._responses import ResponsesOutline
+from litellm_governance._tokens import TokenCache, TokenCounter, fingerprint
+
+WINDOWS = (1_000_000, 32_768)
+
+
+def _bodies(n: int, seed: int = 0) -> dict[str, dict[str, Any]]:
+    session = make_session(n, seed=seed)
+    return {
+        "chat": {"model": "openai/gpt-4o", "messages": session, "tools": make_tools()},
+        "anthropic": {"model": "anthropic/claude-sonnet-4-5", "max_tokens": 4096, **to_claude_code(session)},
+        "responses": {"model": "openai/gpt-4o", **to_codex(session)},
+    }
+
+
+def _history(body: dict[str, Any]) -> list[Any]:
+    return body["input"] if "input" in body else body["messages"]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("fmt", ["chat", "anthropic", "responses"])
+def test_same_history_same_bytes_and_input_untouched(fmt: str, window: int) -> None:
+    body = _bodies(160)[fmt]
+    pristine = copy.deepcopy(body)
+    config = GovernanceConfig(context_window_tokens=window)
+    first = govern_request(body, config=config)
+    again = govern_request(json.loads(json.dumps(body)), config=config)  # warm cache, new objects
+    assert json.dumps(first.request, sort_keys=True) == json.dumps(again.request, sort_keys=True)
+    assert first.report.to_dict() == again.report.to_dict()
+    assert body == pristine
+
+
+@pytest.mark.parametrize("fmt", ["chat", "anthropic", "responses"])
+def test_untouched_objects_are_the_clients_own(fmt: str) -> None:
+    """At a window that compacts and cuts, every message or item that goes out unchanged is the
+    very object the client sent; with nothing to do, the request itself comes back."""
+    body = _bodies(160, seed=3)[fmt]
+    sent = {id(m) for m in _history(body)}
+    governed = govern_request(body, config=GovernanceConfig(context_window_tokens=32_768))
+    assert governed.report.changed
+    out = _history(governed.request)
+    for message in out:
+        if id(message) not in sent:
+            assert not any(message == original for original in _history(body)), "an unchanged object was copied"
+    kept = [m for m in out if id(m) in sent]
+    assert kept, "nothing of the client's went out as it came"
+    untouched = govern_request(body, config=GovernanceConfig(context_window_tokens=1_000_000))
+    if not untouched.report.changed:
+        assert untouched.request is body
+
+
+def test_anthropic_read_in_one_pass_keeps_compaction_and_order_repairs() -> None:
+    dead = {"role": "user", "content": "an old task"}
+    turn = {
+        "role": "assistant",
+        "content": [
+            {"type": "compaction", "content": "Summary of the earlier work."},
+            {"type": "text", "text": "Continuing."},
+        ],
+    }
+    late = {
+        "role": "user",
+        "content": [{"type": "text", "text": "note"}, {"type": "tool_result", "tool_use_id": "t1", "content": "x"}],
+    }
+    outline = AnthropicOutline([dead, turn, late])
+    assert outline.dead == [dead]
+    assert outline.parse_counts == {"results_moved": 1}  # a result after text: rendered results first
+    assert [m["role"] for m in outline.view] == ["assistant", "tool", "user"]
+    rendered = outline.render(outline.view)["messages"]
+    assert rendered[0] is dead and rendered[1] is turn
+    assert [b["type"] for b in rendered[2]["content"]] == ["tool_result", "text"]
+
+
+def test_responses_where_is_built_on_demand() -> None:
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": "go"},
+        {"type": "reasoning", "id": "r1", "summary": []},
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "item_reference", "id": "x"},
+    ]
+    outline = ResponsesOutline(items, "Be brief.")
+    assert [outline.where[id(m)] for m in outline.view] == [
+        "instructions",
+        "input[0]",
+        "input[1..2]",
+        "input[3]",
+        "input[4]",
+    ]
+    single = ResponsesOutline("hello")
+    assert list(single.where.values()) == ["input"]
+
+
+def test_fingerprints_tell_json_values_apart() -> None:
+    values: list[Any] = [1, 1.0, True, "1", None, [1], {"a": 1}, {"a": True}, ["a", 1], {"a": [1]}, [{"a": 1}]]
+    keys = [hash(fingerprint(v)) for v in values]
+    assert len(set(keys)) == len(values)
+    assert fingerprint({"a": [1, {"b": "c"}]}) == fingerprint(json.loads('{"a": [1, {"b": "c"}]}'))
+    assert not isinstance(fingerprint({"a": 1}), str)  # never a text's key
+
+
+def test_cache_keys_never_change_a_count() -> None:
+    """Counting through a shared, warm cache gives what a fresh counter gives, for messages that
+    differ only in a value's type."""
+    messages = [
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s" * 300}]},
+        {"role": "assistant", "content": [{"type": "x", "value": 1}]},
+        {"role": "assistant", "content": [{"type": "x", "value": True}]},
+        {"role": "assistant", "content": [{"type": "x", "value": "1"}]},
+        {"role": "assistant", "content": [{"type": "x", "value": [1, 2]}]},
+    ]
+    shared = TokenCounter("o200k_base", TokenCache())
+    counts = [shared.message(m) for m in messages * 2]
+    fresh = [TokenCounter("o200k_base", TokenCache()).message(m) for m in messages * 2]
+    assert counts == fresh
+
+
+def test_deeply_nested_blocks_are_still_counted() -> None:
+    deep: Any = "x"
+    for _ in range(5_000):
+        deep = [deep]
+    counter = TokenCounter("o200k_base", TokenCache())
+    message = {"role": "assistant", "content": [{"type": "x", "value": deep}]}
+    assert counter.message(message) == counter.message(copy.copy(message)) > 0
+
+
+def test_call_info_is_the_same_cached_or_not() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls  -la\\n"}'}}
+    parsed = {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": {"command": "ls  -la\n"}}}
+    assert call_info(call) == call_info(parsed) == call_info(json.loads(json.dumps(call)))
+
+
+def test_next_turn_reuses_the_previous_governed_prefix() -> None:
+    """Cache-stable replay: the next request of a session starts with what the previous one sent
+    (the fast paths keep it a pure function of the history)."""
+    session = make_session(200, seed=5)
+    config = GovernanceConfig(context_window_tokens=1_000_000)
+    body = {"model": "openai/gpt-4o", **to_codex(session)}
+    following = {"model": "openai/gpt-4o", **to_codex(next_round(session, seed=5))}
+    first = govern_request(body, config=config).request["input"]
+    second = govern_request(following, config=config).request["input"]
+    assert json.dumps(second[: len(first)]) == json.dumps(first)
