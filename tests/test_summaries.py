@@ -65,8 +65,10 @@ def loop(rounds: int) -> list[dict[str, Any]]:
 
 def run(scenario: Awaitable[Any], seconds: float = 120.0) -> None:
     """Run `scenario` on a fresh event loop, failing (not hanging) when it takes over `seconds`.
-    The loop is closed without joining its default executor (which ``asyncio.run`` waits for, up to
-    300 s on 3.12+): a LiteLLM worker thread still logging must not hold the test."""
+    What is left on the loop afterwards (LiteLLM's logging worker, which on cancellation drains its
+    queue) gets a bounded while to finish, and the loop is closed without joining its default
+    executor: ``asyncio.run`` waits for both without a bound (the executor up to 300 s on 3.12+),
+    which once held this test past pytest-timeout on CI's Python 3.13."""
     event_loop = asyncio.new_event_loop()
     try:
         event_loop.run_until_complete(asyncio.wait_for(scenario, seconds))
@@ -76,8 +78,11 @@ def run(scenario: Awaitable[Any], seconds: float = 120.0) -> None:
         pending = [task for task in asyncio.all_tasks(event_loop) if not task.done()]
         for task in pending:
             task.cancel()
-        event_loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        event_loop.run_until_complete(event_loop.shutdown_asyncgens())
+        if pending:
+            event_loop.run_until_complete(asyncio.wait(pending, timeout=5))
+        event_loop.run_until_complete(
+            asyncio.wait([event_loop.create_task(event_loop.shutdown_asyncgens())], timeout=5)
+        )
         event_loop.close()
 
 
