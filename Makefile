@@ -2,7 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# UV=/path/to/uv (CI sets it): install the same pins with uv, which is several times faster than pip.
+ifdef UV
+PIP := $(UV) pip install --quiet --python $(BIN)/python --compile-bytecode -c constraints.txt
+else
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+endif
 RUNTIME := $(VENV)/.runtime-installed
 TOOLCHAIN := $(VENV)/.installed
 

@@ -197,12 +197,17 @@ def metrics_table() -> str:
 
 #: What each install mode and share of `.ci/matrix` means (a new one needs a line here).
 _MATRIX_MODES: Mapping[str, str] = {
-    "pins": "`pip install -r` (a complete freeze), the plugin `--no-deps`",
-    "project": "`pip install -c … -e '.[test]'` (as the Makefile)",
+    "pins": "`pip install -r` (a complete freeze), the plugin `--no-deps` (CI: `uv pip`, the same pins)",
+    "project": "`pip install -c … -e '.[test]'` (as the Makefile; CI: `uv pip`)",
 }
 _MATRIX_SHARES: Mapping[str, str] = {
-    "litellm": "`-m litellm`: the tests that touch LiteLLM's API, real-proxy ones included",
-    "not-e2e-or-smoke": '`-m "not e2e or smoke"`: every test but the real-proxy ones, plus one proxy smoke test',
+    "litellm-and-not-scale": (
+        '`-m "litellm and not scale"`: the tests that touch LiteLLM\'s API, real-proxy ones included'
+    ),
+    "not-e2e-and-not-scale-or-smoke": (
+        '`-m "not e2e and not scale or smoke"`: every test but the real-proxy and `scale` ones,'
+        " plus one proxy smoke test"
+    ),
 }
 
 

@@ -710,6 +710,7 @@ def test_a_blank_only_request_keeps_a_user_turn(model: str) -> None:
 # ---- action recall (bench/recall.py) ----------------------------------------------------------
 
 
+@pytest.mark.scale
 def test_action_recall_meets_its_targets_on_replayed_loops() -> None:
     """Two replayed coding-agent loops at 32k (bench/recall.py, quick): from the first cut on, the
     mean share of calls still recognisable is at least 0.9 and no loop's is below 0.7 (before: 0.48

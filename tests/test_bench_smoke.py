@@ -12,6 +12,9 @@ import pytest
 
 from bench import run
 
+# The benchmarks are the plugin's own tools, run on the pinned LiteLLM and Python (make test), not per matrix entry.
+pytestmark = pytest.mark.scale
+
 
 def test_quick_benchmark_prints_tables_and_ratios(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     raw = tmp_path / "bench.json"

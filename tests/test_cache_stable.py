@@ -43,6 +43,7 @@ class TestReplay:
         assert billed(t.billed for t in stable if t.billed) < 0.5 * billed(t.billed for t in literal if t.billed)
 
 
+@pytest.mark.scale
 class TestTargets:
     """Issue 12: the stable mode keeps the budget at least 70 % used once the history must be cut,
     while prefix reuse stays at or above 0.95, at 24k as at 128k. With the cut-back level fixed at

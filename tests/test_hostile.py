@@ -351,6 +351,7 @@ class TestDamagedMessageLists:
         assert out.messages[-1]["role"] == "user"
 
 
+@pytest.mark.scale
 class TestHugeInputs:
     @pytest.mark.timeout(120)
     @pytest.mark.parametrize(("model", "profile", "prefill"), MODELS, ids=MODEL_IDS)
@@ -689,6 +690,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.scale
 def test_same_output_under_any_hash_seed() -> None:
     """No set- or dict-order dependence: two processes with different hash seeds agree exactly."""
     corpus = [m for name, m in DAMAGED.items() if name != "NaN and infinity"]  # NaN != NaN
