@@ -204,6 +204,7 @@ _MATRIX_SHARES: Mapping[str, str] = {
     "litellm-and-not-scale": (
         '`-m "litellm and not scale"`: the tests that touch LiteLLM\'s API, real-proxy ones included'
     ),
+    "release": "nothing: a release entry (`make test-all` runs the whole suite on it, as `./.ci/matrix NAME` does)",
     "not-e2e-and-not-scale-or-smoke": (
         '`-m "not e2e and not scale or smoke"`: every test but the real-proxy and `scale` ones,'
         " plus one proxy smoke test"
