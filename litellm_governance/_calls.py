@@ -288,11 +288,14 @@ def looks_like_error(result: Message) -> bool:
         return False
     if content == BACKFILL_CONTENT:
         return True  # the stand-in for a result that never came
-    if len(content) < _CACHED_SIZE:
+    if len(content) < _CACHED_FAILURE:
         return _states_failure(content)
     return _remembered(_FAILURES, content, _states_failure)
 
 
+# Results at least this long are looked up (their text's hash is usually computed already, by the
+# token count): the exit-code search below costs several microseconds on a result that says "exit".
+_CACHED_FAILURE: Final = 256
 _FAILURES: dict[tuple[int, int], bool] = {}
 
 
