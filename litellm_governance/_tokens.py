@@ -208,13 +208,8 @@ class TokenCounter:
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls."""
         content = message.get("content")
-        if (
-            type(content) is str
-            and message.get("tool_calls") is None
-            and message.get("name") is None
-            and not message.get("reasoning_content")
-            and not message.get("thinking_blocks")
-        ):
+        extra = message.get("reasoning_content") or message.get("thinking_blocks")
+        if type(content) is str and message.get("tool_calls") is None and message.get("name") is None and not extra:
             # Most messages (results, user and system text): the key `_message_pieces` would give
             # (its pieces: the content, then the result's call id), without building the pieces.
             ident = message.get("tool_call_id")
