@@ -168,6 +168,11 @@ class Context:
         memo[key] = (message, count)
         return count
 
+    def seed(self, message: Mapping[str, Any], count: int) -> None:
+        """Record the tokens of a message made here from one already counted (a stub: the result's
+        tokens less what replacing its content saves, which is exactly what counting it gives)."""
+        self.memo.tokens[id(message)] = (message, count)
+
     def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
         """Size above which a single result is compacted whatever its age: half the room the
         budget leaves for history (None without a budget). It cannot share the request with

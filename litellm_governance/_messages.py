@@ -12,8 +12,7 @@ it stands for, so that rendering re-emits those objects untouched unless a step 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from ._errors import InvalidRequestError
 
@@ -67,9 +66,10 @@ class _TraceKey:
 TRACE: Final = _TraceKey()
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Which of the client's own objects an outline message stands for."""
+class Origin(NamedTuple):
+    """Which of the client's own objects an outline message stands for. (A named tuple, not a frozen
+    dataclass: one is made for every outline message and call of an Anthropic or Responses body,
+    and a tuple is built three times faster.)"""
 
     #: The client's message, block or item (None for one that stands for nothing rendered).
     native: Any = None

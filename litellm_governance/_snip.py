@@ -66,31 +66,35 @@ class Layout:
         exchange = -1  # the unit of the last assistant turn so far, when results came with it
         drops_trailing = ctx.drops_trailing_assistant()
         after_text = False  # assistant text came after that exchange (dropped if nothing else follows)
-        while index < len(messages):
+        tokens_of = ctx.tokens
+        count = len(messages)
+        while index < count:
             message = messages[index]
             if is_instruction(message):
                 if after_text and ctx.ends_turns(message):  # the assistant text before it stays: a turn
                     exchange, after_text = -1, False
-                layout.fixed += ctx.tokens(message)
+                layout.fixed += tokens_of(message)
                 if layout.units and message.get("role") != "user":  # a system message that will become a note
                     layout.fixed += note
                 index += 1
                 continue
             end = index + 1
             role = message.get("role")
-            tokens = 0
+            tokens = tokens_of(message)
             if role == "assistant" and message.get("tool_calls"):
-                while end < len(messages) and messages[end].get("role") == "tool":
+                while end < count and messages[end].get("role") == "tool":
+                    tokens += tokens_of(messages[end])
                     end += 1
-                if end < len(messages) and _continues(messages[end]):
+                if end < count and _continues(messages[end]):
+                    tokens += tokens_of(messages[end])
                     end += 1  # text that came with the results (Anthropic) goes where they go
-                if end < len(messages) and is_bridge(messages[end]):
+                if end < count and is_bridge(messages[end]):
+                    tokens += tokens_of(messages[end])
                     end += 1
-                elif bridge and end < len(messages) and messages[end].get("role") in ("user", "system", "developer"):
+                elif bridge and end < count and messages[end].get("role") in ("user", "system", "developer"):
                     tokens += bridge  # the rules will put a bridge turn here
             unit = len(layout.units)
             layout.units.append((index, end))
-            tokens += sum(ctx.tokens(messages[i]) for i in range(index, end))
             if role == "assistant":
                 tokens += reasoning
             layout.tokens.append(tokens)

@@ -125,6 +125,8 @@ class StableShrink:
             ctx.counter.content(messages[c.index].get("content")) - ctx.counter.short(stub["content"])
             for c, stub in zip(candidates, stubs, strict=True)
         ]
+        for c, stub, saved in zip(candidates, stubs, saving, strict=True):
+            ctx.seed(stub, ctx.tokens(messages[c.index]) - saved)  # the ledger counts every stub put in
         unit_of = layout.unit_index()
         arriving: dict[int, list[int]] = {}
         for ordinal, candidate in enumerate(candidates):

@@ -207,6 +207,21 @@ class TokenCounter:
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls."""
+        content = message.get("content")
+        extra = message.get("reasoning_content") or message.get("thinking_blocks")
+        if type(content) is str and message.get("tool_calls") is None and message.get("name") is None and not extra:
+            # Most messages (results, user and system text): the key `_message_pieces` would give
+            # (its pieces: the content, then the result's call id), without building the pieces.
+            ident = message.get("tool_call_id")
+            if type(ident) is str:
+                key = (self.encoding_name, MESSAGE_OVERHEAD + 2, hash((MESSAGE_OVERHEAD, content, ident)))
+            else:
+                key = (self.encoding_name, MESSAGE_OVERHEAD + 1, hash((MESSAGE_OVERHEAD, content)))
+            count = self._cache.get(key)
+            if count is None:
+                count = MESSAGE_OVERHEAD + self.text(content) + (self.text(ident) if type(ident) is str else 0)
+                self._cache.put(key, count)
+            return count
         pieces: list[str | _Structured] = []
         fixed = _message_pieces(message, pieces)
         material = [p if isinstance(p, str) else p.key for p in pieces]

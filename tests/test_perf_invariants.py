@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
@@ -17,7 +18,9 @@ from litellm_governance import GovernanceConfig, govern_request
 from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info
 from litellm_governance._responses import ResponsesOutline
-from litellm_governance._tokens import TokenCache, TokenCounter, fingerprint
+from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint, piece_text
+
+from .test_formats import PROPERTY, anthropic_conversations, text, tool_result, tool_use
 
 WINDOWS = (1_000_000, 32_768)
 
@@ -158,3 +161,82 @@ def test_next_turn_reuses_the_previous_governed_prefix() -> None:
     first = govern_request(body, config=config).request["input"]
     second = govern_request(following, config=config).request["input"]
     assert json.dumps(second[: len(first)]) == json.dumps(first)
+
+
+def _slow_render(outline: AnthropicOutline) -> dict[str, Any]:
+    return outline.render(list(outline.view))  # another list: the general path
+
+
+@PROPERTY
+@given(messages=anthropic_conversations())
+def test_anthropic_render_of_an_untouched_outline_is_the_general_one(messages: list[dict[str, Any]]) -> None:
+    """Rendering the outline itself (nothing changed) takes a shortcut; it writes what the general
+    path writes, object for object."""
+    for system in (None, "You are Claude Code.", ""):
+        outline = AnthropicOutline(messages, system)
+        fast, slow = outline.render(outline.view), _slow_render(outline)
+        assert fast == slow
+        sent = {id(m) for m in messages}  # the client's own objects where the general path has them
+        assert [id(a) if id(a) in sent else None for a in fast["messages"]] == [
+            id(b) if id(b) in sent else None for b in slow["messages"]
+        ]
+        assert fast.get("system", 0) is slow.get("system", 0)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        [  # results alone, then more results: rendered as one user message
+            {"role": "assistant", "content": [tool_use("a"), tool_use("b")]},
+            {"role": "user", "content": [tool_result("a")]},
+            {"role": "user", "content": [tool_result("b")]},
+        ],
+        [  # results alone, then the user's text: folded together
+            {"role": "assistant", "content": [tool_use("a")]},
+            {"role": "user", "content": [tool_result("a")]},
+            {"role": "user", "content": "go on"},
+        ],
+        [  # text before the results: moved
+            {"role": "assistant", "content": [tool_use("a")]},
+            {"role": "user", "content": [text("note"), tool_result("a")]},
+        ],
+    ],
+)
+def test_anthropic_render_shortcut_steps_aside_where_rendering_regroups(messages: list[dict[str, Any]]) -> None:
+    outline = AnthropicOutline(messages, "sys")
+    assert outline.render(outline.view) == _slow_render(outline)
+    assert outline.render(outline.view)["messages"] != messages  # the general path regrouped them
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "tool", "tool_call_id": "c1", "content": "x" * 300},
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+        {"role": "user", "content": "hello"},
+        {"role": "user", "content": "hello", "name": "ann"},
+        {"role": "assistant", "content": "hello", "tool_calls": None},
+        {"role": "assistant", "content": "hi", "reasoning_content": "because"},
+        {"role": "tool", "tool_call_id": 7, "content": "x"},
+    ],
+)
+def test_text_messages_keyed_without_pieces_count_as_the_general_path(message: dict[str, Any]) -> None:
+    """The shortcut for text messages gives the count the pieces give (4 for the framing, and each piece)."""
+    counter = TokenCounter("o200k_base", TokenCache())
+    pieces: list[Any] = []
+    fixed = _message_pieces(message, pieces)
+    expected = fixed + sum(counter.text(piece_text(p)) for p in pieces)
+    assert counter.message(message) == counter.message(dict(message)) == expected
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_stub_token_counts_recorded_by_the_replay_are_exact(fmt: str) -> None:
+    """StableShrink records each stub's tokens (the result's less what the stub saves) instead of
+    counting it: a fresh count of every stub sent gives the same report."""
+    body = _bodies(160, seed=2)[fmt]
+    config = GovernanceConfig(context_window_tokens=1_000_000)
+    governed = govern_request(body, config=config)
+    assert governed.report.steps.get("compacted")
+    again = govern_request(json.loads(json.dumps(governed.request)), config=config)  # stubs counted afresh
+    assert again.report.tokens_before == governed.report.tokens_after
