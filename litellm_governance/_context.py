@@ -147,11 +147,16 @@ class Context:
         return memo.pairing[1]
 
     def last_breakpoint(self, messages: list[Message]) -> int:
-        """Index of the last message with a cache_control breakpoint (-1: none), once per list."""
+        """Index of the last conversation message with a cache_control breakpoint (-1: none), once per
+        list. A system or developer message's breakpoint marks the system prompt, which providers that
+        honour breakpoints cache ahead of every message wherever the message stood (and which the
+        profile may move up): it protects no result (else governing twice would differ)."""
         memo = self.memo
         if memo.breakpoint is None or memo.breakpoint[0] is not messages:
             index = len(messages) - 1
-            while index >= 0 and not has_cache_control(messages[index]):
+            while index >= 0 and (
+                not has_cache_control(messages[index]) or messages[index].get("role") in ("system", "developer")
+            ):
                 index -= 1
             memo.breakpoint = (messages, index)
         return memo.breakpoint[1]

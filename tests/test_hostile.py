@@ -672,6 +672,34 @@ class TestHostileProperties:
         for model, profile, prefill in MODELS:
             check_governed(messages, model, profile, prefill, config=tight(window))
 
+    def test_a_system_messages_breakpoint_protects_no_result(self) -> None:
+        """Found by the property above: a trailing system message with ``cache_control`` made the
+        results before it count as cached, so they were kept; the profile moved the system message up,
+        and governing the output again compacted them (not idempotent). A system or developer
+        message's breakpoint marks the system prompt, cached ahead of every message: it protects no
+        result, in the first pass as in the second."""
+        long = ("x = compute(y)  # long line\n" * 200)[:600]
+
+        def read_call() -> list[dict[str, Any]]:
+            return [{"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]
+
+        messages: Messages = [
+            {"role": "assistant", "content": None, "tool_calls": read_call()},
+            {"role": "tool", "tool_call_id": "a", "content": long},
+            {"role": "user", "content": "fix it"},
+            {"role": "assistant", "content": None, "tool_calls": read_call()},
+            {"role": "tool", "tool_call_id": "a", "content": "fix it"},
+            {"role": "user", "content": "fix it"},
+            {"role": "system", "cache_control": True, "content": None},
+        ]
+        config = GovernanceConfig(
+            context_window_tokens=None, max_output_tokens=0, safety_buffer_tokens=50, keep_recent=0, cache_stable=False
+        )
+        for model, profile, prefill in MODELS:
+            check_governed(messages, model, profile, prefill, config=config)
+            first = govern(messages, model=model, config=config)
+            assert first.report.steps.get("compacted") == 1, (model, first.report.steps)
+
 
 # ---- determinism across processes ------------------------------------------------------------
 
