@@ -515,7 +515,7 @@ class TestStore:
             return state, loop.time() - began
 
         state, seconds = run(scenario())
-        assert state is None and seconds < 1.0
+        assert state is None and seconds < 2.5, "the lookup waited for the 5 s read"  # not a speed limit
 
     @pytest.mark.parametrize("failure", ["raising", "down"])
     def test_a_failing_shared_cache_keeps_the_local_copy(self, failure: str, caplog: pytest.LogCaptureFixture) -> None:
