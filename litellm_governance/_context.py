@@ -71,6 +71,9 @@ class StepResult:
     large_uncompacted: Mapping[int, str] = field(default_factory=dict)
     #: The turns a cut removed (shrinking steps), for a summary model.
     cut: CutTurns | None = None
+    #: Tokens the step's stubs save against the results they replace, where the step knows it
+    #: (`StableShrink`); None: the ledger finds the stubs itself.
+    saved: int | None = None
 
 
 @dataclass
@@ -82,10 +85,13 @@ class Tally:
     over_budget: bool = False
     large_uncompacted: dict[int, str] = field(default_factory=dict)
     cut: CutTurns | None = None
+    #: What the last step's stubs saved, if it said (`StepResult.saved`: shrinking steps).
+    saved: int | None = None
 
     def add(self, result: StepResult) -> list[Message]:
         """Count `result` in; its messages, for the next step."""
         self.counts.update(result.counts)
+        self.saved = result.saved
         self.notes.extend(result.notes)
         self.over_budget = result.over_budget
         self.large_uncompacted.update(result.large_uncompacted)

@@ -34,14 +34,17 @@ class Ledger:
         self._last = messages
         self._marks.append((stage, self.raw))
 
-    def after_shrink(self, before: list[Message], after: list[Message]) -> None:
+    def after_shrink(self, before: list[Message], after: list[Message], saved: int | None = None) -> None:
         """Compaction and snipping run interleaved (`StableShrink`): what the stubs in `after` saved
-        against the results they replace is compaction's, the rest snipping's."""
+        against the results they replace is compaction's, the rest snipping's. `saved` is that
+        saving when the shrinking step said what it was (else the stubs are found here)."""
         if after is before:
             self._marks.append(("compaction", self.raw))
             self.after("snipping", after)
             return
-        self._marks.append(("compaction", self.raw - _stub_savings(before, after, self._ctx)))
+        if saved is None:
+            saved = _stub_savings(before, after, self._ctx)
+        self._marks.append(("compaction", self.raw - saved))
         self.after("snipping", after)
 
     def removed(self, ratio: float) -> dict[str, int]:

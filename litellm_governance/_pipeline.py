@@ -303,7 +303,7 @@ def run(
         ledger.after("repair", governed)
         repaired = governed
         governed = shrink(governed, ctx, tally)
-        ledger.after_shrink(repaired, governed)
+        ledger.after_shrink(repaired, governed, tally.saved)
         if tally.over_budget:
             governed = tally.add(_TRUNCATE(governed, ctx.with_(original=repaired)))
         ledger.after("truncation", governed)

@@ -226,14 +226,17 @@ class ResponsesOutline:
         if self.left_alone is not None:
             return {}
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
+        originals = self._originals
         out: list[Any] = []
         fields: dict[str, Any] = {}
-        index = 0
-        while index < len(governed):
+        index, count = 0, len(governed)
+        while index < count:
             message = governed[index]
             index += 1
-            found = origin(message)
-            unchanged = id(message) in self._originals
+            found = message.get(ORIGIN)  # (inlined `origin`: this loop runs once per message)
+            if not isinstance(found, Origin):
+                found = None
+            unchanged = id(message) in originals
             if found is not None and found.virtual:
                 continue
             if found is not None and found.native is _INSTRUCTIONS:
@@ -241,18 +244,14 @@ class ResponsesOutline:
                 continue
             role = message.get("role")
             if role == "assistant":
-                call_types = {
-                    c.get("id"): call.native.get("type")
-                    for c in message.get("tool_calls", ())
-                    if isinstance(c, Mapping) and (call := origin(c)) is not None and isinstance(call.native, Mapping)
-                }
+                call_types = _call_types(message.get("tool_calls", ()))
                 if unchanged and found is not None:
                     run = list(found.order)
                 else:
                     order = found.order if found is not None else ()
                     run = interleave(_parts(message.get("content")), message.get("tool_calls"), order, _call_item)
                 outputs: list[tuple[Any, Any]] = []  # (call id, output item) of the results that follow
-                while index < len(governed) and governed[index].get("role") == "tool":
+                while index < count and governed[index].get("role") == "tool":
                     outputs.append((governed[index].get("tool_call_id"), self._output(governed[index], call_types)))
                     index += 1
                 if unchanged and self._in_client_order([*run, *(item for _, item in outputs)]):
@@ -283,10 +282,22 @@ class ResponsesOutline:
         return True
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
-        found = origin(message)
-        if id(message) in self._originals and found is not None and _kind_fits(found.native, call_types):
-            return found.native
+        if id(message) in self._originals:
+            found = message.get(ORIGIN)
+            if isinstance(found, Origin) and _kind_fits(found.native, call_types):
+                return found.native
         return _output_item(message, call_types)
+
+
+def _call_types(calls: Any) -> dict[Any, Any]:
+    """call id -> the type of the client's call item, for an assistant message's outline calls."""
+    found: dict[Any, Any] = {}
+    for call in calls:
+        if isinstance(call, (dict, Mapping)):  # (dict first: no ABC check for a dict)
+            native = call.get(ORIGIN)
+            if isinstance(native, Origin) and isinstance(native.native, (dict, Mapping)):
+                found[call.get("id")] = native.native.get("type")
+    return found
 
 
 def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> list[Any]:
@@ -297,7 +308,7 @@ def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> list[Any]:
     group_end: dict[Any, int] = {}  # call id -> index of the last call of its group
     start = None
     for position, item in enumerate([*run, None]):
-        is_call = isinstance(item, Mapping) and _is_call(item)
+        is_call = isinstance(item, (dict, Mapping)) and _is_call(item)
         if is_call and start is None:
             start = position
         elif not is_call and start is not None:
@@ -366,7 +377,7 @@ def _output_item(message: Message, call_types: Mapping[Any, Any]) -> dict[str, A
 
 def _kind_fits(item: Any, call_types: Mapping[Any, Any]) -> bool:
     """Whether an output item is of the kind its call needs (or its call is held upstream)."""
-    call_type = call_types.get(_call_id(item)) if isinstance(item, Mapping) else None
+    call_type = call_types.get(_call_id(item)) if isinstance(item, (dict, Mapping)) else None
     return not isinstance(call_type, str) or item.get("type") == f"{call_type}_output"
 
 

@@ -55,4 +55,5 @@ def shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]
     tally.large_uncompacted.update(attempt.large_uncompacted)
     tally.over_budget = attempt.over_budget
     tally.cut = attempt.cut
+    tally.saved = attempt.saved
     return result

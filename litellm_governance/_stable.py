@@ -282,6 +282,7 @@ class StableShrink:
         counts: Counter[str] = Counter()
         first_kept = layout.units[cut][0] if layout.units else 0
         out = messages
+        saved = 0  # what the stubs put in save (for the report's ledger)
         for ordinal in sorted(compacted):
             candidate = candidates[ordinal]
             if candidate.index < first_kept:
@@ -292,9 +293,11 @@ class StableShrink:
             # later keeps the stub it got by age (so the prefix does not change under the cache).
             stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
             if stubs is not None and stale == (candidate.superseded_by is not None):
-                out[candidate.index] = stubs[ordinal]
+                stub = stubs[ordinal]
             else:
-                out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
+                stub = compact(messages[candidate.index], candidate, superseded=stale)
+            out[candidate.index] = stub
+            saved += ctx.tokens(messages[candidate.index]) - ctx.tokens(stub)
             counts["superseded" if stale else "compacted"] += 1
         cut_turns = None
         if cut:
@@ -303,5 +306,10 @@ class StableShrink:
                 note, cut_turns = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
             out = assemble(out, layout, cut, counts, note)
         return StepResult(
-            out, counts, over_budget=over_budget, large_uncompacted=found.large_uncompacted, cut=cut_turns
+            out,
+            counts,
+            over_budget=over_budget,
+            large_uncompacted=found.large_uncompacted,
+            cut=cut_turns,
+            saved=saved,
         )

@@ -17,6 +17,7 @@ from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import GovernanceConfig, govern_request
 from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info
+from litellm_governance._ledger import Ledger
 from litellm_governance._responses import ResponsesOutline
 from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint, piece_text
 
@@ -240,3 +241,19 @@ def test_stub_token_counts_recorded_by_the_replay_are_exact(fmt: str) -> None:
     assert governed.report.steps.get("compacted")
     again = govern_request(json.loads(json.dumps(governed.request)), config=config)  # stubs counted afresh
     assert again.report.tokens_before == governed.report.tokens_after
+
+
+# Where the replay compacts (Claude Code's breakpoint protects its results until the budget cuts).
+@pytest.mark.parametrize(("fmt", "window"), [("chat", 1_000_000), ("responses", 1_000_000), ("anthropic", 32_768)])
+def test_replay_saving_is_what_the_ledger_would_find(fmt: str, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """StableShrink tells the ledger what its stubs save; the ledger finding the stubs itself (as it
+    does after Microcompact and Snip) gives the same tokens removed per stage."""
+    body = _bodies(160, seed=4)[fmt]
+    config = GovernanceConfig(context_window_tokens=window, cache_stable=True)
+    told = govern_request(body, config=config).report
+    assert told.tokens_removed.get("compaction")
+    after_shrink = Ledger.after_shrink
+    monkeypatch.setattr(Ledger, "after_shrink", lambda self, before, after, saved=None: after_shrink(self, before, after))
+    found = govern_request(json.loads(json.dumps(body)), config=config).report
+    assert found.tokens_removed == told.tokens_removed
+    assert found.to_dict() == told.to_dict()
