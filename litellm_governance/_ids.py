@@ -46,13 +46,14 @@ class UniqueToolCallIds:
 
     def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         profile = ctx.profile
-        taken = {ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None}
+        idents = [ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None]
+        taken = set(idents)
         needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
-        if not needs_work:
-            # Cheap check first: most requests have no repeated id at all.
-            total = sum(1 for m in messages for c in tool_calls(m) if call_id(c) is not None)
-            if total == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages)):
-                return StepResult(messages)
+        # Cheap check first: most requests have no repeated id at all.
+        if not needs_work and (
+            len(idents) == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages))
+        ):
+            return StepResult(messages)
         counts: Counter[str] = Counter()
         return StepResult(_rename(messages, ctx, taken, counts), counts)
 

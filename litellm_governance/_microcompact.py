@@ -118,6 +118,7 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
     if config.respect_cache_control and not ctx.ignore_breakpoints:
         protected = ctx.last_breakpoint(messages)
     calls = calls_by_id(messages)
+    compactable = config.compactable_tools
     found: list[Candidate] = []
     large: dict[int, str] = {}
     protected_count = 0
@@ -139,14 +140,15 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
             for ordinal, earlier in reads.get((target.tool, target.path), ()):
                 if ordinal not in superseded and target.covers(earlier):  # type: ignore[arg-type]
                     superseded[ordinal] = index
-        if not config.is_compactable(name) or not is_observation(call):
-            if content_chars(content) >= LARGE_RESULT_CHARS:
+        chars = content_chars(content)
+        if not (compactable == "*" or name in compactable) or not is_observation(call):  # `is_compactable`
+            if chars >= LARGE_RESULT_CHARS:
                 large[index] = name[:40]  # for the report: a tool to consider adding
+            continue
+        if chars < config.min_chars:
             continue
         if is_stub(content):
             continue  # already compacted (never counted, so a second pass changes nothing)
-        if content_chars(content) < config.min_chars:
-            continue
         if index <= protected:
             protected_count += 1
             continue

@@ -56,7 +56,13 @@ def pair(messages: Sequence[Message]) -> Pairing:
                 continue
             clean = True
             for position, call in enumerate(calls):
-                if is_valid_call(call):
+                function = call.get("function") if type(call) is dict else None
+                if type(function) is dict:  # `is_valid_call`, inlined for the usual dicts
+                    ident, name = call.get("id"), function.get("name")
+                    valid = type(ident) is str and ident != "" and type(name) is str and name != ""
+                else:
+                    valid = is_valid_call(call)
+                if valid:
                     ident = call["id"]
                     latest[ident] = index
                     open_slots.setdefault((index, ident), deque()).append(position)

@@ -159,14 +159,17 @@ def prepare(
 
 
 def _has_compaction(history: list[Any], fmt: Format) -> bool:
+    # Runs on every request: `(dict, Mapping)` settles a dict without Mapping's ABC check.
     if fmt == "responses":
-        return any(isinstance(i, Mapping) and i.get("type") == "compaction" for i in history)
-    return any(
-        isinstance(m, Mapping)
-        and isinstance(m.get("content"), list)
-        and any(isinstance(b, Mapping) and b.get("type") == "compaction" for b in m["content"])
-        for m in history
-    )
+        return any(isinstance(i, (dict, Mapping)) and i.get("type") == "compaction" for i in history)
+    for message in history:
+        if isinstance(message, (dict, Mapping)):
+            content = message.get("content")
+            if isinstance(content, list) and any(
+                isinstance(b, (dict, Mapping)) and b.get("type") == "compaction" for b in content
+            ):
+                return True
+    return False
 
 
 def _prepare(
