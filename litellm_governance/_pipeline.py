@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 from ._anthropic import AnthropicOutline
 from ._backfill import Backfill
@@ -242,7 +242,39 @@ def run(
 ) -> Outcome:
     """Govern a parsed request for `deployment`: the rendered request fields, the report, and the
     governed outline. `calibrated` is the deployment's learned token ratio (None: the profile's);
-    `summaries` the summaries of cut turns written so far, by cut key (see `_cut_turns.CutTurns`)."""
+    `summaries` the summaries of cut turns written so far, by cut key (see `_cut_turns.CutTurns`).
+
+    Where rendering changed how the request reads (`ResponsesOutline.reread`: a Responses run
+    regrouped around its outputs), the re-read request is governed once more, so that governing
+    the output again changes nothing; the outcome is the second pass's, reported as both."""
+    outcome = _run_once(parsed, deployment, config, calibrated, summaries)
+    reread = getattr(parsed.outline, "reread", None)
+    again = reread(outcome.fields) if reread is not None and outcome.report.changed else None
+    if again is None:
+        return outcome
+    second = _run_once(Parsed(again, parsed.tools, parsed.max_output_tokens), deployment, config, calibrated, summaries)
+    report = outcome.report.then(second.report)
+    return Outcome(
+        fields={**outcome.fields, **second.fields},
+        report=replace(report, notes=(*report.notes, REGROUPED_NOTE)),
+        # explain's per-message story is the first pass's (its messages carry the input's tags)
+        governed=outcome.governed,
+        context=outcome.context,
+        cut=second.cut or outcome.cut,
+    )
+
+
+#: The report's note when the output was governed once more (`run`).
+REGROUPED_NOTE: Final = "an assistant turn was regrouped around its tool outputs: governed once more as it now reads"
+
+
+def _run_once(
+    parsed: Parsed,
+    deployment: Deployment,
+    config: GovernanceConfig | None,
+    calibrated: Calibrated | None,
+    summaries: Mapping[str, str] | None,
+) -> Outcome:
     config = _check(deployment, config, calibrated)
     outline: Outline = parsed.outline
     model = deployment.model

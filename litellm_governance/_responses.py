@@ -54,18 +54,6 @@ def _is_call(item: Mapping[str, Any]) -> bool:
     return isinstance(kind, str) and kind.endswith("_call") and "call_id" in item
 
 
-def _is_output(item: Mapping[str, Any]) -> bool:
-    kind = item.get("type")
-    return isinstance(kind, str) and kind.endswith("_call_output")
-
-
-def _is_assistant_side(item: Mapping[str, Any]) -> bool:
-    kind = item.get("type")
-    if kind in (None, "message"):
-        return item.get("role") == "assistant"
-    return kind in _ASSISTANT_ITEMS or (isinstance(kind, str) and kind.endswith("_call"))
-
-
 def _call_name(item: Mapping[str, Any]) -> Any:
     name = item.get("name")
     if name is None and isinstance(item.get("type"), str):
@@ -85,6 +73,9 @@ class ResponsesOutline:
         self.instructions = instructions
         #: The earlier history is stored upstream: only the visible input can be governed.
         self.history_upstream = isinstance(previous_response_id, str) and bool(previous_response_id)
+        self._previous_response_id = previous_response_id
+        #: The last `render` moved outputs up into an assistant run (see `reread`).
+        self._regrouped = False
         #: Why the input is left alone (a string input), or None.
         self.left_alone: str | None = None
         self.parse_counts: dict[str, int] = {}
@@ -124,13 +115,20 @@ class ResponsesOutline:
                 view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item, opener=True)})
                 run = None
                 continue
-            if _is_assistant_side(item):
+            # Assistant-side: an assistant message, a reasoning or MCP item, or any `*_call` (inlined:
+            # this runs once per item).
+            if kind is None or kind == "message":
+                assistant, call_kind = item.get("role") == "assistant", False
+            else:
+                call_kind = isinstance(kind, str) and kind.endswith("_call")
+                assistant = kind in _ASSISTANT_ITEMS or call_kind
+            if assistant:
                 if run is None:
                     run = {"role": "assistant", "content": [], ORIGIN: Origin()}  # its order: below
                     runs.append((run, []))
                     view.append(run)
                 runs[-1][1].append(item)
-                if _is_call(item):
+                if call_kind and "call_id" in item:
                     call_kinds[item.get("call_id")] = kind
                     call = {
                         "id": item.get("call_id"),
@@ -144,14 +142,15 @@ class ResponsesOutline:
                 continue
             run = None
             if isinstance(kind, str) and kind.endswith("_call_output"):
-                call_kind = call_kinds.get(_call_id(item))
-                if isinstance(call_kind, str) and kind != f"{call_kind}_output":
+                ident = _call_id(item)
+                answered = call_kinds.get(ident)
+                if isinstance(answered, str) and kind != f"{answered}_output":
                     # an output of the wrong kind answers nothing: rendered as its call's kind
                     self.parse_counts["outputs_retyped"] = self.parse_counts.get("outputs_retyped", 0) + 1
                 view.append(
                     {
                         "role": "tool",
-                        "tool_call_id": _call_id(item),
+                        "tool_call_id": ident,
                         "content": item.get("output", ""),
                         ORIGIN: Origin(item),
                     }
@@ -227,6 +226,7 @@ class ResponsesOutline:
             return {}
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
         originals = self._originals
+        self._regrouped = False
         out: list[Any] = []
         fields: dict[str, Any] = {}
         index, count = 0, len(governed)
@@ -258,7 +258,9 @@ class ResponsesOutline:
                     out.extend(run)
                     out.extend(item for _, item in outputs)
                 else:
-                    out.extend(_place_outputs(run, outputs))
+                    placed, regrouped = _place_outputs(run, outputs)
+                    out.extend(placed)
+                    self._regrouped = self._regrouped or regrouped
             elif role == "tool":
                 out.append(self._output(message, call_types))
             elif unchanged and found is not None:
@@ -269,6 +271,21 @@ class ResponsesOutline:
                 out.append(_message_item(message, found))
         fields["input"] = [*self.dead, *out]
         return fields
+
+    def reread(self, fields: Mapping[str, Any]) -> ResponsesOutline | None:
+        """The outline of the rendered `fields` when the last `render` regrouped an assistant run
+        (else None). A run whose calls are split by other items (reasoning, an assistant message)
+        is one assistant turn here, its outputs after it, as the client sent them; once anything in
+        it changed, its outputs go right after their own calls (strict providers and LiteLLM's
+        translation to chat need them there). Read again, the request then has one turn per part
+        of the run, and a result of an earlier part is no longer the newest exchange: governing
+        the output again would do more. `run` governs the re-read outline once, so the output is
+        what a second pass leaves alone."""
+        if not self._regrouped:
+            return None
+        return ResponsesOutline(
+            fields.get("input", self.items), fields.get("instructions", self.instructions), self._previous_response_id
+        )
 
     def _in_client_order(self, items: list[Any]) -> bool:
         """Whether `items` are the client's own, in the order and contiguous as the client sent them."""
@@ -300,11 +317,12 @@ def _call_types(calls: Any) -> dict[Any, Any]:
     return found
 
 
-def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> list[Any]:
+def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> tuple[list[Any], bool]:
     """An assistant run's items with each output right after the group of consecutive calls that
-    holds its call (outputs of calls the run does not hold — stored upstream — after the run)."""
+    holds its call (outputs of calls the run does not hold — stored upstream — after the run), and
+    whether an output went inside the run (before its last item)."""
     if not outputs:
-        return run
+        return run, False
     group_end: dict[Any, int] = {}  # call id -> index of the last call of its group
     start = None
     for position, item in enumerate([*run, None]):
@@ -324,7 +342,7 @@ def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> list[Any]:
     for position, item in enumerate(run):
         placed.append(item)
         placed.extend(after.get(position, ()))
-    return placed + rest
+    return placed + rest, any(at < len(run) - 1 for at in after)
 
 
 def _arguments(item: Mapping[str, Any]) -> Any:

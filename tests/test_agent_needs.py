@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from litellm_governance import GovernanceConfig, govern, govern_anthropic, govern_responses
 from litellm_governance._calls import is_stub
+from litellm_governance._explain import explain
 from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model
 
 from .builders import assistant, call, long_text, result, system, user
@@ -694,6 +695,39 @@ def test_responses_backfilled_output_comes_right_after_its_calls() -> None:
         ("function_call_output", "c2"),
     ]
     assert out.input[4] is items[3] and out.input[5] is items[4]
+
+
+def test_a_run_regrouped_around_its_outputs_is_governed_as_it_reads() -> None:
+    """Found by the Responses property: one assistant run holds two groups of calls (a reasoning item
+    between them) and a repeated call id; the output answers the first group's call. Rendering puts
+    it right after that group, so read again the run is two turns and the output no longer belongs
+    to the newest one: a second pass compacted it. `run` now governs the regrouped output once more,
+    so the first pass gives what a second leaves alone, and the report says so."""
+    shell = {"type": "function_call", "call_id": "c2", "name": "shell", "arguments": '{"command":["ls"]}'}
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix"}]},
+        shell,
+        {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "p"},
+        {"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "x"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "p"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "payload line\n" * 40},
+    ]
+    config = GovernanceConfig(
+        context_window_tokens=800, max_output_tokens=200, safety_buffer_tokens=100, keep_recent=0, cache_stable=False
+    )
+    out = govern_responses(items, model=GPT, config=config)
+    again = govern_responses(out.input, model=GPT, instructions=out.instructions, config=config)
+    assert again.input == out.input and not again.report.changed
+    assert out.report.steps.get("compacted") == 1  # the shell output, no longer the newest exchange
+    assert "regrouped" in " ".join(out.report.notes)
+    kinds = [(i.get("type"), i.get("call_id")) for i in out.input]
+    assert (
+        kinds.index(("function_call", "c2"))
+        < kinds.index(("function_call_output", "c2"))
+        < kinds.index(("reasoning", None))
+    )
+    explained = explain({"model": GPT, "input": items}, model=GPT, config=config)  # (its story: the first pass)
+    assert explained.request["input"] == out.input
 
 
 @pytest.mark.parametrize("model", ["zai/glm-4.6", "anthropic/claude-opus-4-6", "mistral/mistral-large-latest"])
