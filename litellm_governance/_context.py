@@ -104,10 +104,13 @@ class Memo:
     """Per-request caches of what steps compute again and again. Keyed by object identity, which
     is safe because the memo keeps the objects alive; a cache hit never changes a decision."""
 
-    __slots__ = ("breakpoint", "pairing", "tokens")
+    __slots__ = ("alive", "breakpoint", "counts", "pairing")
 
     def __init__(self) -> None:
-        self.tokens: dict[int, tuple[Mapping[str, Any], int]] = {}
+        #: id(message) -> its tokens; `alive` holds every message counted, so while the memo lives
+        #: no other object can take one of these ids (a plain int dict: `Context.total` sums it in C).
+        self.counts: dict[int, int] = {}
+        self.alive: list[Mapping[str, Any]] = []
         self.pairing: tuple[object, Pairing] | None = None
         self.breakpoint: tuple[object, int] | None = None
 
@@ -169,20 +172,27 @@ class Context:
 
     def tokens(self, message: Mapping[str, Any]) -> int:
         """Tokens of one message, computed once per message object in this call."""
-        key = id(message)
-        memo = self.memo.tokens
-        hit = memo.get(key)
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        count = self.counter.message(message)
-        # The message object is kept alive with its count, so its id cannot be reused meanwhile.
-        memo[key] = (message, count)
+        memo = self.memo
+        count = memo.counts.get(id(message))
+        if count is None:
+            count = self.counter.message(message)
+            memo.counts[id(message)] = count
+            memo.alive.append(message)
         return count
+
+    def total(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The tokens of all `messages` (each as `tokens` counts it): summed without a Python call
+        per message when every one was counted already, as after most steps."""
+        try:
+            return sum(map(self.memo.counts.__getitem__, map(id, messages)))
+        except KeyError:
+            return sum(map(self.tokens, messages))
 
     def seed(self, message: Mapping[str, Any], count: int) -> None:
         """Record the tokens of a message made here from one already counted (a stub: the result's
         tokens less what replacing its content saves, which is exactly what counting it gives)."""
-        self.memo.tokens[id(message)] = (message, count)
+        self.memo.counts[id(message)] = count
+        self.memo.alive.append(message)
 
     def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
         """Size above which a single result is compacted whatever its age: half the room the

@@ -27,7 +27,7 @@ class Ledger:
     def _total(self, messages: list[Message]) -> int:
         if messages is self._last:
             return self.raw
-        return self._ctx.tools_tokens + REPLY_PRIMING + sum(self._ctx.tokens(m) for m in messages)
+        return self._ctx.tools_tokens + REPLY_PRIMING + self._ctx.total(messages)
 
     def after(self, stage: str, messages: list[Message]) -> None:
         self.raw = self._total(messages)

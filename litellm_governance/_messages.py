@@ -261,7 +261,7 @@ def is_empty_content(content: object) -> bool:
     if content is None:
         return True
     if isinstance(content, str):
-        return not content.strip()
+        return not content or content.isspace()  # (`not content.strip()`, without copying the text)
     if isinstance(content, list):
         return all(is_blank_part(part) for part in content)
     return False
@@ -270,10 +270,10 @@ def is_empty_content(content: object) -> bool:
 def is_blank_part(part: object) -> bool:
     """A text part with no text (providers that reject empty text reject these)."""
     if isinstance(part, str):
-        return not part.strip()
-    if isinstance(part, Mapping) and part.get("type") in TEXT_PARTS:
+        return not part or part.isspace()
+    if isinstance(part, (dict, Mapping)) and part.get("type") in TEXT_PARTS:  # (a dict: no ABC check)
         text = part.get("text")
-        return text is None or (isinstance(text, str) and not text.strip())
+        return text is None or (isinstance(text, str) and (not text or text.isspace()))
     return False
 
 

@@ -321,7 +321,7 @@ def _run_once(
         stable=config.stable_for(facts.max_input_tokens),
         summaries=summaries or {},
     )
-    raw_before = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in original)
+    raw_before = ctx.tools_tokens + REPLY_PRIMING + ctx.total(original)
 
     tally = Tally()
     governed = original

@@ -31,7 +31,7 @@ def shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]
 
     def over(kept: list[Message]) -> bool:
         """Too big as it is, even before the role rules add anything (so `Snip` would cut)."""
-        raw = ctx.tools_tokens + REPLY_PRIMING + sum(ctx.tokens(m) for m in kept)
+        raw = ctx.tools_tokens + REPLY_PRIMING + ctx.total(kept)
         return ctx.budget is not None and raw > ctx.budget
 
     attempt = Tally()
