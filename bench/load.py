@@ -2,6 +2,7 @@
 
     python bench/load.py            # 48 sessions, 24 at once, two rounds (a few minutes)
     python bench/load.py --quick    # 8 sessions, 4 at once
+    python bench/load.py --rounds 3 # memory after a third round too (do the bounded caches level off?)
 
 Two real ``litellm --config`` proxies (with the plugin and without), one local upstream that
 answers at once. Each session is an agent loop that grows by one tool round per request — half
@@ -163,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=24, help="sessions at once, both proxies together")
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--start", type=int, default=300, help="messages each session starts with")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="rounds of fresh sessions (memory is reported after each)"
+    )
     args = parser.parse_args(argv)
+    args.rounds = max(2, args.rounds)
     if args.quick:
         args.sessions, args.concurrency, args.turns, args.start = 8, 4, 3, 150
     plan = Plan(args.sessions, args.concurrency // 2 or 1, args.turns, args.start)
@@ -174,21 +179,21 @@ def main(argv: list[str] | None = None) -> int:
         start_proxy(config(upstream, False), workdir=Path(tmp) / "without", name="without") as without,
     ):
         proxies = {"with": with_plugin, "without": without}
-        before = {n: rss_mib(p) for n, p in proxies.items()}
-        first = asyncio.run(compare(proxies, plan, plan.requests(0)))
-        after_first = {n: rss_mib(p) for n, p in proxies.items()}
-        second = asyncio.run(compare(proxies, plan, plan.requests(10_000)))
-        after_second = {n: rss_mib(p) for n, p in proxies.items()}
+        memory = [{n: rss_mib(p) for n, p in proxies.items()}]  # at start, then after each round
+        rounds = []
+        for number in range(args.rounds):
+            rounds.append(asyncio.run(compare(proxies, plan, plan.requests(10_000 * number))))
+            memory.append({n: rss_mib(p) for n, p in proxies.items()})
     flag = " --quick" if args.quick else ""
     print(f"# Load (`python bench/load.py{flag}`)\n")
     print(
         f"{args.sessions} sessions per proxy and round ({args.concurrency // 2 or 1} at once per proxy, both proxies "
         f"together), {args.turns} requests each, histories from {args.start} messages; half chat to GLM, half "
-        f"/v1/messages to Claude, {WINDOW // 1024}k windows; two rounds of fresh sessions.\n"
+        f"/v1/messages to Claude, {WINDOW // 1024}k windows; {args.rounds} rounds of fresh sessions.\n"
     )
     print("| proxy | requests | p50 | p95 | p50 ratio | p95 ratio |")
     print("|---|---:|---:|---:|---:|---:|")
-    times = {n: first[n] + second[n] for n in proxies}
+    times = {n: [t for found in rounds for t in found[n]] for n in proxies}
     base50, base95 = statistics.median(times["without"]), percentile(times["without"], 0.95)
     for name in ("without", "with"):
         p50, p95 = statistics.median(times[name]), percentile(times[name], 0.95)
@@ -197,13 +202,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{p50 / base50:.2f} | {p95 / base95:.2f} |"
         )
     print()
-    print("| proxy | memory at start | after round 1 | after round 2 | round 2 - round 1 |")
-    print("|---|---:|---:|---:|---:|")
+    later = range(2, args.rounds + 1)
+    print(
+        "| proxy | memory at start | "
+        + " | ".join(f"after round {r}" for r in range(1, args.rounds + 1))
+        + " | "
+        + " | ".join(f"round {r} - round {r - 1}" for r in later)
+        + " |"
+    )
+    print("|---|" + "---:|" * (1 + args.rounds + len(later)))
     for name in ("without", "with"):
-        print(
-            f"| {name} plugin | {before[name]:.0f} MiB | {after_first[name]:.0f} MiB | {after_second[name]:.0f} MiB | "
-            f"{after_second[name] - after_first[name]:+.0f} MiB |"
-        )
+        figures = [f"{m[name]:.0f} MiB" for m in memory]
+        figures += [f"{memory[r][name] - memory[r - 1][name]:+.0f} MiB" for r in later]
+        print(f"| {name} plugin | " + " | ".join(figures) + " |")
     return 0
 
 
