@@ -16,7 +16,7 @@ import hashlib
 import importlib.util
 import json
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -222,13 +222,19 @@ class TokenCounter:
                 count = MESSAGE_OVERHEAD + self.text(content) + (self.text(ident) if type(ident) is str else 0)
                 self._cache.put(key, count)
             return count
-        pieces: list[str | _Structured] = []
-        fixed = _message_pieces(message, pieces)
-        material = [p if isinstance(p, str) else p.key for p in pieces]
-        key = (self.encoding_name, fixed + len(pieces), hash((fixed, *material)))
+        # Keyed on each piece's text or structured value's `fingerprint`: pieces are made on a miss only.
+        material: list[object] = []
+        try:
+            fixed = _message_pieces(message, material, fingerprint)
+        except (RecursionError, ValueError, TypeError):  # a value no fingerprint holds: `_Structured`'s key
+            pieces: list[str | _Structured] = []
+            fixed = _message_pieces(message, pieces)
+            material = [p if isinstance(p, str) else p.key for p in pieces]
+        key = (self.encoding_name, fixed + len(material), hash((fixed, *material)))
         count = self._cache.get(key)
         if count is None:
-            count = fixed + sum(self.text(piece_text(p)) for p in pieces)
+            pieces = []
+            count = _message_pieces(message, pieces) + sum(self.text(piece_text(p)) for p in pieces)
             self._cache.put(key, count)
         return count
 
@@ -255,9 +261,9 @@ class TokenCounter:
 
 class _Structured:
     """A block, item or argument object whose tokens are those of its JSON text. On the warm path
-    only a cache key is needed: its `fingerprint` gives one at a fraction of the cost of the JSON
-    (the JSON, and the tokenizer, run only on a cache miss). Agents resend the same JSON, so the
-    same key."""
+    only a cache key is needed, and `TokenCounter.message` builds it from the `fingerprint` alone,
+    a fraction of the cost of the JSON (made, and tokenized, only on a miss). Agents resend the
+    same JSON, so the same key."""
 
     __slots__ = ("key", "value")
 
@@ -283,17 +289,11 @@ def fingerprint(value: object) -> object:
     if kind is str:
         return value
     if kind is dict:
-        return (
-            _DICT,
-            *[
-                part
-                for key, item in value.items()  # type: ignore[attr-defined]
-                for part in (
-                    key if type(key) is str else fingerprint(key),
-                    item if type(item) is str else fingerprint(item),  # most leaves: no call
-                )
-            ],
-        )
+        found: list[object] = [_DICT]  # a loop, not a comprehension: twice as fast on these small dicts (measured)
+        for key, item in value.items():  # type: ignore[attr-defined]
+            found.append(key if type(key) is str else fingerprint(key))
+            found.append(item if type(item) is str else fingerprint(item))  # most leaves: no call
+        return tuple(found)
     if kind is list:
         return (_LIST, *[item if type(item) is str else fingerprint(item) for item in value])  # type: ignore[attr-defined]
     if value is None or kind in (int, float, bool):
@@ -306,8 +306,13 @@ def piece_text(piece: str | _Structured) -> str:
     return piece if isinstance(piece, str) else _json(piece.value)
 
 
-def _content_pieces(content: object, pieces: list[str | _Structured], *, nested: bool = False) -> int:
-    """Append the texts to tokenize in `content` to `pieces`; return the tokens counted as fixed."""
+#: What a structured piece becomes: a `_Structured` (to count), or its `fingerprint` (a key's material).
+Wrap = Callable[[Any], Any]
+
+
+def _content_pieces(content: object, pieces: list[Any], wrap: Wrap = _Structured, *, nested: bool = False) -> int:
+    """Append the texts to tokenize in `content` to `pieces` (a structured value as ``wrap(value)``);
+    return the tokens counted as fixed."""
     if content is None:
         return 0
     if type(content) is str:
@@ -325,25 +330,26 @@ def _content_pieces(content: object, pieces: list[str | _Structured], *, nested:
                     fixed += IMAGE_TOKENS
                 elif kind == "message" and not nested and type(part.get("content")) is list:
                     # A Responses message item inside an assistant turn: its parts, one level down.
-                    fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, nested=True)
+                    fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, wrap, nested=True)
                 else:
-                    pieces.append(_Structured(part))
+                    pieces.append(wrap(part))
             elif type(part) is str:
                 pieces.append(part)
             else:
-                pieces.append(_Structured(part))  # not recursion: content may nest without limit
+                pieces.append(wrap(part))  # not recursion: content may nest without limit
         return fixed
-    pieces.append(content if isinstance(content, str) else _Structured(content))
+    pieces.append(content if isinstance(content, str) else wrap(content))
     return 0
 
 
-def _message_pieces(message: Mapping[str, Any], pieces: list[str | _Structured]) -> int:
+def _message_pieces(message: Mapping[str, Any], pieces: list[Any], wrap: Wrap = _Structured) -> int:
+    """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens."""
     content = message.get("content")
     if type(content) is str:  # most messages: no call for the content
         pieces.append(content)
         fixed = MESSAGE_OVERHEAD
     else:
-        fixed = MESSAGE_OVERHEAD + _content_pieces(content, pieces)
+        fixed = MESSAGE_OVERHEAD + _content_pieces(content, pieces, wrap)
     name = message.get("name")
     if type(name) is str:
         pieces.append(name)
@@ -358,17 +364,20 @@ def _message_pieces(message: Mapping[str, Any], pieces: list[str | _Structured])
                     pieces.append(ident)
                 function = call.get("function")
                 if type(function) is dict or isinstance(function, Mapping):
-                    for key in ("name", "arguments"):
-                        fixed += _content_pieces(function.get(key), pieces)
+                    for value in (function.get("name"), function.get("arguments")):
+                        if type(value) is str:  # most names and arguments: no call
+                            pieces.append(value)
+                        else:
+                            fixed += _content_pieces(value, pieces, wrap)
             else:
-                fixed += _content_pieces(call, pieces)
+                fixed += _content_pieces(call, pieces, wrap)
     tool_call_id = message.get("tool_call_id")
     if type(tool_call_id) is str:
         pieces.append(tool_call_id)
     for key in ("reasoning_content", "thinking_blocks"):
         extra = message.get(key)
         if extra:
-            fixed += _content_pieces(extra, pieces)
+            fixed += _content_pieces(extra, pieces, wrap)
     return fixed
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,53 @@ class TestTokenCounter:
         counter = TokenCounter("o200k_base", TokenCache(10))
         assert counter.text(" " * 1_000_000) > 0
         assert counter.text("\t" * 1_000_000) > 0
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "c2ln"},
+                {"type": "text", "text": "Reading it."},
+                {"type": "image", "source": {}},
+                {"type": "message", "content": [{"type": "output_text", "text": "x"}, {"type": "y", "n": 1.5}]},
+                "loose",
+                7,
+            ],
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "Read", "arguments": {"path": "a", "limit": 70}}},
+                {"id": "t2", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}},
+                {
+                    "id": "t3",
+                    "type": "function",
+                    "function": {"name": None, "arguments": [{"type": "text", "text": "z"}]},
+                },
+                "not a call",
+            ],
+            "reasoning_content": [{"type": "x", "v": [True, None, 0]}],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "go on"}], "name": "ann", "thinking_blocks": "t"},
+        {"role": "assistant", "content": {"type": "odd", "value": {"k": {1, 2}}}},  # no JSON: repr'd
+        {"role": "assistant", "content": [{"type": "x", "value": _nested(5_000)}]},  # too deep to fingerprint
+    ],
+)
+def test_a_messages_key_is_built_from_fingerprints_as_from_its_pieces(message: dict[str, Any]) -> None:
+    """`TokenCounter.message` keys a message on its pieces' fingerprints without making the pieces:
+    the same material as the pieces' own keys, so the same key (and count) either way."""
+    pieces: list[Any] = []
+    fixed = _tokens._message_pieces(message, pieces)
+    material: list[Any] = []
+    try:
+        assert _tokens._message_pieces(message, material, _tokens.fingerprint) == fixed
+    except RecursionError:  # the counter falls back to the pieces' keys
+        return
+    assert material == [p if isinstance(p, str) else p.key for p in pieces]
