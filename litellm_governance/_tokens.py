@@ -233,8 +233,8 @@ class TokenCounter:
         key = (self.encoding_name, fixed + len(material), hash((fixed, *material)))
         count = self._cache.get(key)
         if count is None:
-            pieces = []
-            count = _message_pieces(message, pieces) + sum(self.text(piece_text(p)) for p in pieces)
+            texts: list[str] = []  # each structured piece as its JSON, made once
+            count = _message_pieces(message, texts, _json) + sum(self.text(text) for text in texts)
             self._cache.put(key, count)
         return count
 
@@ -242,9 +242,8 @@ class TokenCounter:
         """Tokens a message's content alone costs (what replacing it saves or adds)."""
         if type(content) is str:
             return self.text(content)
-        pieces: list[str | _Structured] = []
-        fixed = _content_pieces(content, pieces)
-        return fixed + sum(self.text(piece_text(p)) for p in pieces)
+        texts: list[str] = []
+        return _content_pieces(content, texts, _json) + sum(self.text(text) for text in texts)
 
     def tools(self, tools: Sequence[object] | None) -> int:
         """Tokens the request's tool schemas cost."""
@@ -306,7 +305,7 @@ def piece_text(piece: str | _Structured) -> str:
     return piece if isinstance(piece, str) else _json(piece.value)
 
 
-#: What a structured piece becomes: a `_Structured` (to count), or its `fingerprint` (a key's material).
+#: What a structured piece becomes: its JSON (to count), its `fingerprint` (a key's material), or both.
 Wrap = Callable[[Any], Any]
 
 
@@ -367,6 +366,8 @@ def _message_pieces(message: Mapping[str, Any], pieces: list[Any], wrap: Wrap = 
                     for value in (function.get("name"), function.get("arguments")):
                         if type(value) is str:  # most names and arguments: no call
                             pieces.append(value)
+                        elif type(value) is dict:  # parsed arguments (Anthropic's tool_use input)
+                            pieces.append(wrap(value))
                         else:
                             fixed += _content_pieces(value, pieces, wrap)
             else:
