@@ -222,19 +222,18 @@ class TokenCounter:
                 count = MESSAGE_OVERHEAD + self.text(content) + (self.text(ident) if type(ident) is str else 0)
                 self._cache.put(key, count)
             return count
-        # Keyed on each piece's text or structured value's `fingerprint`: pieces are made on a miss only.
+        # Keyed on each piece's text or structured value's `fingerprint`: no JSON is made on a hit.
         material: list[object] = []
         try:
             fixed = _message_pieces(message, material, fingerprint)
-        except (RecursionError, ValueError, TypeError):  # a value no fingerprint holds: `_Structured`'s key
-            pieces: list[str | _Structured] = []
-            fixed = _message_pieces(message, pieces)
-            material = [p if isinstance(p, str) else p.key for p in pieces]
+        except (RecursionError, ValueError, TypeError):  # a value no fingerprint holds
+            material = []
+            fixed = _message_pieces(message, material, _structured_key)
         key = (self.encoding_name, fixed + len(material), hash((fixed, *material)))
         count = self._cache.get(key)
         if count is None:
-            texts: list[str] = []  # each structured piece as its JSON, made once
-            count = _message_pieces(message, texts, _json) + sum(self.text(text) for text in texts)
+            texts: list[str] = []
+            count = _message_pieces(message, texts) + sum(self.text(text) for text in texts)
             self._cache.put(key, count)
         return count
 
@@ -243,36 +242,51 @@ class TokenCounter:
         if type(content) is str:
             return self.text(content)
         texts: list[str] = []
-        return _content_pieces(content, texts, _json) + sum(self.text(text) for text in texts)
+        return _content_pieces(content, texts) + sum(self.text(text) for text in texts)
 
     def tools(self, tools: Sequence[object] | None) -> int:
         """Tokens the request's tool schemas cost."""
         if not tools:
             return 0
-        schemas = _Structured(list(tools))
-        key = (self.encoding_name, -1 - len(tools), hash(schemas.key))  # negative: never a text's key
+        schemas = list(tools)
+        key = (self.encoding_name, -1 - len(tools), hash(_structured_key(schemas)))  # negative: never a text's key
         count = self._cache.get(key)
         if count is None:
-            count = self.text(_json(schemas.value)) + 8
+            count = self.text(_json(schemas)) + 8
             self._cache.put(key, count)
         return count
 
 
-class _Structured:
-    """A block, item or argument object whose tokens are those of its JSON text. On the warm path
-    only a cache key is needed, and `TokenCounter.message` builds it from the `fingerprint` alone,
-    a fraction of the cost of the JSON (made, and tokenized, only on a miss). Agents resend the
-    same JSON, so the same key."""
+# `json.dumps` with these options builds an encoder per call: half its time on a small block.
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
 
-    __slots__ = ("key", "value")
 
-    def __init__(self, value: object) -> None:
-        self.value = value
-        self.key: object
-        try:
-            self.key = fingerprint(value)
-        except (RecursionError, ValueError, TypeError):  # nesting too deep, or not hashable: its JSON
-            self.key = "\x00" + _json(value)
+def _json(value: object) -> str:
+    try:
+        return _ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return _flatten(value)
+
+
+def _flatten(value: object) -> str:
+    """Every key and scalar in `value`, without recursion (for nesting too deep for json)."""
+    parts: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            parts.append("{}")
+            for key, inner in item.items():
+                parts.append(str(key) if isinstance(key, (str, int, float, bool)) else "?")
+                stack.append(inner)
+        elif isinstance(item, (list, tuple)):
+            parts.append("[]")
+            stack.extend(item)
+        elif isinstance(item, str):
+            parts.append(item)
+        else:
+            parts.append(str(item) if isinstance(item, (int, float, bool)) or item is None else "?")
+    return " ".join(parts)
 
 
 _DICT: Final = "\x00{"
@@ -300,16 +314,26 @@ def fingerprint(value: object) -> object:
     return (kind, repr(value))
 
 
-def piece_text(piece: str | _Structured) -> str:
-    """The text a piece counts as: itself, or a structured value's JSON."""
-    return piece if isinstance(piece, str) else _json(piece.value)
+def _structured_key(value: object) -> object:
+    """`fingerprint(value)`, or a value's JSON (set apart from any text) where no fingerprint holds
+    it: nesting too deep, or not hashable."""
+    try:
+        return fingerprint(value)
+    except (RecursionError, ValueError, TypeError):
+        return "\x00" + _json(value)
 
 
-#: What a structured piece becomes: its JSON (to count), its `fingerprint` (a key's material), or both.
+def piece_text(piece: str) -> str:
+    """The text a piece counts as (for readers of `_message_pieces`): itself, a structured value being
+    its JSON already."""
+    return piece
+
+
+#: What a structured value becomes as a piece: its JSON (the text to count), or a key's material.
 Wrap = Callable[[Any], Any]
 
 
-def _content_pieces(content: object, pieces: list[Any], wrap: Wrap = _Structured, *, nested: bool = False) -> int:
+def _content_pieces(content: object, pieces: list[Any], wrap: Wrap = _json, *, nested: bool = False) -> int:
     """Append the texts to tokenize in `content` to `pieces` (a structured value as ``wrap(value)``);
     return the tokens counted as fixed."""
     if content is None:
@@ -341,7 +365,7 @@ def _content_pieces(content: object, pieces: list[Any], wrap: Wrap = _Structured
     return 0
 
 
-def _message_pieces(message: Mapping[str, Any], pieces: list[Any], wrap: Wrap = _Structured) -> int:
+def _message_pieces(message: Mapping[str, Any], pieces: list[Any], wrap: Wrap = _json) -> int:
     """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens."""
     content = message.get("content")
     if type(content) is str:  # most messages: no call for the content
@@ -380,31 +404,3 @@ def _message_pieces(message: Mapping[str, Any], pieces: list[Any], wrap: Wrap = 
         if extra:
             fixed += _content_pieces(extra, pieces, wrap)
     return fixed
-
-
-def _json(value: object) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError, RecursionError):
-        return _flatten(value)
-
-
-def _flatten(value: object) -> str:
-    """Every key and scalar in `value`, without recursion (for nesting too deep for json)."""
-    parts: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Mapping):
-            parts.append("{}")
-            for key, inner in item.items():
-                parts.append(str(key) if isinstance(key, (str, int, float, bool)) else "?")
-                stack.append(inner)
-        elif isinstance(item, (list, tuple)):
-            parts.append("[]")
-            stack.extend(item)
-        elif isinstance(item, str):
-            parts.append(item)
-        else:
-            parts.append(str(item) if isinstance(item, (int, float, bool)) or item is None else "?")
-    return " ".join(parts)

@@ -137,14 +137,15 @@ def _nested(depth: int) -> Any:
         {"role": "assistant", "content": [{"type": "x", "value": _nested(5_000)}]},  # too deep to fingerprint
     ],
 )
-def test_a_messages_key_is_built_from_fingerprints_as_from_its_pieces(message: dict[str, Any]) -> None:
-    """`TokenCounter.message` keys a message on its pieces' fingerprints without making the pieces:
-    the same material as the pieces' own keys, so the same key (and count) either way."""
-    pieces: list[Any] = []
-    fixed = _tokens._message_pieces(message, pieces)
+def test_a_messages_key_material_follows_its_pieces(message: dict[str, Any]) -> None:
+    """`TokenCounter.message` keys a message on its pieces without making their JSON: each text
+    piece as itself, each structured one as its fingerprint (or, where none holds it, its JSON
+    marked apart from any text), with the same fixed tokens as the pieces counted."""
+    texts: list[str] = []
+    fixed = _tokens._message_pieces(message, texts)
     material: list[Any] = []
-    try:
-        assert _tokens._message_pieces(message, material, _tokens.fingerprint) == fixed
-    except RecursionError:  # the counter falls back to the pieces' keys
-        return
-    assert material == [p if isinstance(p, str) else p.key for p in pieces]
+    assert _tokens._message_pieces(message, material, _tokens._structured_key) == fixed
+    for text, key in zip(texts, material, strict=True):
+        assert key == text or not isinstance(key, str) or key == "\x00" + text
+    counter = TokenCounter("o200k_base", TokenCache())
+    assert counter.message(message) == fixed + sum(counter.text(t) for t in texts) == counter.message(dict(message))
