@@ -246,7 +246,7 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
                 compaction = compaction or kind == COMPACTION
         if results:
             if rest:
-                results.append({"role": "user", "content": rest, ORIGIN: Origin(message, (), True)})
+                results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
             return tuple(results), results_first, compaction
     else:
         compaction = any(_kind(block) == COMPACTION for block in content)
@@ -277,7 +277,7 @@ def _read_assistant(message: dict[str, Any], content: list[Any], opener: bool) -
     assistant: Message = {
         "role": "assistant",
         "content": parts,
-        ORIGIN: Origin(message, tuple(content), False, False, opener),
+        ORIGIN: Origin(message, tuple(content), opener=opener),
     }
     if calls:
         assistant["tool_calls"] = calls
