@@ -315,8 +315,7 @@ def fingerprint(value: object) -> object:
 
 
 def _structured_key(value: object) -> object:
-    """`fingerprint(value)`, or a value's JSON (set apart from any text) where no fingerprint holds
-    it: nesting too deep, or not hashable."""
+    """`fingerprint(value)`, or where none holds it (too deep, not hashable) its JSON, set apart from texts."""
     try:
         return fingerprint(value)
     except (RecursionError, ValueError, TypeError):
@@ -324,8 +323,7 @@ def _structured_key(value: object) -> object:
 
 
 def piece_text(piece: str) -> str:
-    """The text a piece counts as (for readers of `_message_pieces`): itself, a structured value being
-    its JSON already."""
+    """The text a piece counts as (for readers of `_message_pieces`): itself, a structured one's JSON."""
     return piece
 
 
