@@ -25,7 +25,7 @@ no user text after them make a user message of their own — the only place resu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from ._compaction import COMPACTION, newest_compaction
 from ._errors import InvalidRequestError
@@ -61,24 +61,26 @@ class AnthropicOutline:
         self._parts: dict[int, tuple[Message, ...]] = {}  # client message index -> its outline messages
         if system is not None and system not in ("", []):
             self.view.append({"role": "system", "content": system, ORIGIN: Origin(_SYSTEM)})
+        # One pass reads every message; only a body holding a compaction block (rare) is searched
+        # for the newest one, and its turn read again as the opener.
+        read: list[_Read] = []
         for index, message in enumerate(self.messages):
             if not isinstance(message, dict):
                 raise InvalidRequestError(
                     f"messages[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(message).__name__}"
                 )
-        # One pass reads every message; only a body holding a compaction block (rare) is searched
-        # for the newest one, and its turn read again as the opener.
-        read = [_read(message) for message in self.messages]
-        newest = newest_compaction(self.messages, "anthropic") if any(r.compaction for r in read) else None
+            read.append(_read(message))
+        newest = newest_compaction(self.messages, "anthropic") if any(r[2] for r in read) else None
         #: The messages before the newest compaction's turn: what the provider does not read.
         self.dead: list[Any] = self.messages[: newest[0]] if newest is not None else []
         for index in range(len(self.dead), len(self.messages)):
             message = self.messages[index]
-            found = _read(message, opener=True) if newest is not None and index == newest[0] else read[index]
-            group = found.group
+            group, results_first, _ = (
+                _read(message, opener=True) if newest is not None and index == newest[0] else read[index]
+            )
             self._parts[index] = group
-            if found.results_first:
+            if results_first:
                 self._groups[id(group[0])] = (message, group)
             else:  # rendered anew, results first: "tool_result blocks must come first"
                 self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
@@ -200,13 +202,10 @@ class AnthropicOutline:
         return {**base, "role": role, "content": content}
 
 
-class _Read(NamedTuple):
-    """A client message read: its outline messages, whether its ``tool_result`` blocks (if any)
-    all come before its other blocks, and whether it holds a compaction block."""
-
-    group: tuple[Message, ...]
-    results_first: bool = True
-    compaction: bool = False
+#: A client message read: its outline messages, whether its ``tool_result`` blocks (if any) all
+#: come before its other blocks, and whether it holds a compaction block. (A plain tuple: one is
+#: made per message, and a named tuple's constructor costs more than the rest of a result's read.)
+_Read = tuple[tuple[Message, ...], bool, bool]
 
 
 def _kind(block: object) -> object:
@@ -221,13 +220,16 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
     role = message.get("role")
     content = message.get("content")
     if type(content) is not list:
-        return _Read(({"role": role, "content": content, ORIGIN: Origin(message)},))
-    kinds = [block.get("type") if type(block) is dict else _kind(block) for block in content]
-    compaction = COMPACTION in kinds
-    if role == "user" and "tool_result" in kinds:
+        return ({"role": role, "content": content, ORIGIN: Origin(message)},), True, False
+    if role == "assistant":
+        return _read_assistant(message, content, opener)
+    compaction = False
+    if role == "user":
         results: list[Message] = []
         rest: list[Any] = []
-        for block, kind in zip(content, kinds, strict=True):
+        results_first = True  # every result block comes before the first other block
+        for block in content:
+            kind = block.get("type") if type(block) is dict else _kind(block)
             if kind == "tool_result":
                 result: Message = {
                     "role": "tool",
@@ -238,41 +240,50 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
                 if block.get("cache_control"):
                     result["cache_control"] = block["cache_control"]
                 results.append(result)
+                results_first = results_first and not rest
             else:
                 rest.append(block)
-        # Results first: every result block comes before the first other block.
-        results_first = "tool_result" not in kinds[len(results) :]
-        if rest:
-            results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
-        return _Read(tuple(results), results_first, compaction)
-    if role == "assistant":
-        parts: list[Any] = []
-        calls: list[Message] = []
-        marker: object = None
-        for block, kind in zip(content, kinds, strict=True):
-            if kind == "tool_use":
-                calls.append(
-                    {
-                        "id": block.get("id"),
-                        "type": "function",
-                        "function": {"name": block.get("name"), "arguments": block.get("input")},
-                        ORIGIN: Origin(block),
-                    }
-                )
-                marker = marker or block.get("cache_control")
-            else:
-                parts.append(block)
-        assistant: Message = {
-            "role": "assistant",
-            "content": parts,
-            ORIGIN: Origin(message, tuple(content), opener=opener),
-        }
-        if calls:
-            assistant["tool_calls"] = calls
-        if marker:
-            assistant["cache_control"] = marker  # a breakpoint on a tool_use block protects this turn
-        return _Read((assistant,), compaction=compaction)
-    return _Read(({"role": role, "content": content, ORIGIN: Origin(message)},), compaction=compaction)
+                compaction = compaction or kind == COMPACTION
+        if results:
+            if rest:
+                results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
+            return tuple(results), results_first, compaction
+    else:
+        compaction = any(_kind(block) == COMPACTION for block in content)
+    return ({"role": role, "content": content, ORIGIN: Origin(message)},), True, compaction
+
+
+def _read_assistant(message: dict[str, Any], content: list[Any], opener: bool) -> _Read:
+    """An assistant message: its ``tool_use`` blocks as calls, every other block as content."""
+    parts: list[Any] = []
+    calls: list[Message] = []
+    marker: object = None
+    compaction = False
+    for block in content:
+        kind = block.get("type") if type(block) is dict else _kind(block)
+        if kind == "tool_use":
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": block.get("input")},
+                    ORIGIN: Origin(block),
+                }
+            )
+            marker = marker or block.get("cache_control")
+        else:
+            parts.append(block)
+            compaction = compaction or kind == COMPACTION
+    assistant: Message = {
+        "role": "assistant",
+        "content": parts,
+        ORIGIN: Origin(message, tuple(content), opener=opener),
+    }
+    if calls:
+        assistant["tool_calls"] = calls
+    if marker:
+        assistant["cache_control"] = marker  # a breakpoint on a tool_use block protects this turn
+    return (assistant,), True, compaction
 
 
 def _is_recovered(message: Message) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,54 @@ class TestTokenCounter:
         counter = TokenCounter("o200k_base", TokenCache(10))
         assert counter.text(" " * 1_000_000) > 0
         assert counter.text("\t" * 1_000_000) > 0
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "c2ln"},
+                {"type": "text", "text": "Reading it."},
+                {"type": "image", "source": {}},
+                {"type": "message", "content": [{"type": "output_text", "text": "x"}, {"type": "y", "n": 1.5}]},
+                "loose",
+                7,
+            ],
+            "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "Read", "arguments": {"path": "a", "limit": 70}}},
+                {"id": "t2", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}},
+                {
+                    "id": "t3",
+                    "type": "function",
+                    "function": {"name": None, "arguments": [{"type": "text", "text": "z"}]},
+                },
+                "not a call",
+            ],
+            "reasoning_content": [{"type": "x", "v": [True, None, 0]}],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "go on"}], "name": "ann", "thinking_blocks": "t"},
+        {"role": "assistant", "content": {"type": "odd", "value": {"k": {1, 2}}}},  # no JSON: repr'd
+        {"role": "assistant", "content": [{"type": "x", "value": _nested(5_000)}]},  # too deep to fingerprint
+    ],
+)
+def test_a_messages_key_material_follows_its_pieces(message: dict[str, Any]) -> None:
+    """`TokenCounter.message` keys a message on its pieces without making their JSON: each text
+    piece as itself, each structured one as its fingerprint (or, where none holds it, its JSON
+    marked apart from any text), with the same fixed tokens as the pieces counted."""
+    texts: list[str] = []
+    fixed = _tokens._message_pieces(message, texts)
+    material: list[Any] = []
+    assert _tokens._message_pieces(message, material, _tokens._structured_key) == fixed
+    for text, key in zip(texts, material, strict=True):
+        assert key == text or not isinstance(key, str) or key == "\x00" + text
+    counter = TokenCounter("o200k_base", TokenCache())
+    assert counter.message(message) == fixed + sum(counter.text(t) for t in texts) == counter.message(dict(message))
