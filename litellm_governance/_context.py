@@ -212,10 +212,13 @@ class Context:
 
     def ends_turns(self, message: Mapping[str, Any]) -> bool:
         """Whether `message`, after an assistant message, keeps it from being trailing: anything
-        but a system message the rules move out of the conversation (Gemini's, hoisted)."""
+        but what the rules take out of the conversation — a system message they move up (Gemini's,
+        hoisted), a blank user message they drop (profiles that refuse empty text)."""
         from ._profiles import MidSystem
 
         role = message.get("role")
+        if role == "user":
+            return not (self.profile.no_empty_text and is_empty_content(message.get("content")))
         return not (role in ("system", "developer") and self.profile.mid_system is MidSystem.HOIST)
 
     def synthetic_user_tokens(self) -> int:

@@ -26,7 +26,7 @@ Results before the last ``cache_control`` breakpoint are left alone unless the b
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -88,16 +88,20 @@ class Catalogue:
 
 
 def newest_results(
-    messages: Sequence[Message], *, drops_trailing: bool = False, hoists_system: bool = False
+    messages: Sequence[Message],
+    *,
+    drops_trailing: bool = False,
+    ends_turns: Callable[[Message], bool] | None = None,
 ) -> frozenset[int]:
     """Indexes of the results after the last assistant turn: what the model is about to read (the
     assistant turn a provider's rules put between results and the next user message is no turn,
-    nor, with `drops_trailing`, assistant text that ends the request: the rules drop it — system
-    messages after it end nothing where the rules move them up, `hoists_system`)."""
+    nor, with `drops_trailing`, assistant text that ends the request: the rules drop it — and what
+    follows it ends nothing where the rules drop or move it, `ends_turns` false: a system message
+    Gemini's rules hoist, a blank user message strict profiles drop)."""
     last = len(messages) - 1
     if drops_trailing:
         while last >= 0 and (
-            (hoists_system and messages[last].get("role") in ("system", "developer"))
+            (ends_turns is not None and not ends_turns(messages[last]))
             or (messages[last].get("role") == "assistant" and not messages[last].get("tool_calls"))
         ):
             last -= 1
@@ -157,9 +161,7 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
         found.append(Candidate(index, name, call))
     for ordinal, later in superseded.items():
         found[ordinal] = Candidate(found[ordinal].index, found[ordinal].name, found[ordinal].call, later)
-    newest = newest_results(
-        messages, drops_trailing=ctx.drops_trailing_assistant(), hoists_system=not ctx.ends_turns({"role": "system"})
-    )
+    newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
     return Catalogue(found, protected_count, newest, large)
 
 

@@ -112,8 +112,8 @@ class Layout:
                     after_text = True
                 else:
                     exchange = -1
-            elif after_text and role != "assistant":  # the assistant text before it was the last turn after all
-                exchange, after_text = -1, False
+            elif after_text and role != "assistant" and ctx.ends_turns(message):
+                exchange, after_text = -1, False  # the assistant text before it was the last turn after all
             layout.keep_from.append(exchange if exchange >= 0 else unit)
             index = end
         return layout

@@ -145,7 +145,7 @@ class TruncateNewest:
         found = newest_results(
             messages,
             drops_trailing=ctx.drops_trailing_assistant(),
-            hoists_system=not ctx.ends_turns({"role": "system"}),
+            ends_turns=ctx.ends_turns,
         )
         newest = sorted(i for i in found if _longest(messages[i].get("content")))
         if not newest:

@@ -315,6 +315,30 @@ class TestNewestExchange:
         assert out.messages[-1]["content"] == small
         assert _truncation_of(out.messages[-2]["content"], big)
 
+    @pytest.mark.parametrize("cache_stable", [False, True])
+    def test_a_blank_user_message_the_rules_drop_ends_no_turn(self, cache_stable: bool) -> None:
+        """Found by the chat property (Claude 4.6: no prefill; strict about empty text): assistant text
+        then a blank user message end the request. The rules drop both, so the results before them
+        are what the model reads next; compaction took the blank message for a turn boundary and
+        stubbed the output the agent had just asked for, then the request ended with its stub."""
+        output = run_output(40, "read")
+        messages = [
+            user("Fix the tests."),
+            assistant(None, call("a", "read_file", path="a.py")),
+            result("a", output),
+            assistant("Reading it."),
+            user("  "),
+        ]
+        config = GovernanceConfig(
+            context_window_tokens=100_000, keep_recent=0, compact_batch=1, cache_stable=cache_stable
+        )
+        out = govern(messages, model="anthropic/claude-opus-4-6", config=config)
+        assert out.messages[-1]["content"] == output
+        assert out.report.steps == {"empty_messages_dropped": 1, "trailing_assistant_dropped": 1}
+        # Where the text stays (OpenAI's profile allows prefill and blank text), it is the newest turn.
+        other = govern(messages, model="openai/gpt-4.1", config=config)
+        assert other.report.steps.get("compacted") == 1
+
 
 # ---- stubs that name their call ------------------------------------------------------------------
 
