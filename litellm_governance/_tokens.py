@@ -296,8 +296,8 @@ _LIST: Final = "\x00["
 def fingerprint(value: object) -> object:
     """A hashable value that tells `value` apart from any other JSON value (and from any text:
     every structured fingerprint is a tuple): strings as they are, dicts and lists as tuples
-    (their own strings are hashed in C, no text is built), other scalars with their type (``1``,
-    ``1.0`` and ``True`` hash alike). Objects JSON cannot hold are told apart by their `repr`."""
+    (their own strings are hashed in C, no text is built), other values with their type (``1``,
+    ``1.0`` and ``True`` hash alike), numbers and objects JSON cannot hold by their `repr`."""
     kind = type(value)
     if kind is str:
         return value
@@ -309,8 +309,9 @@ def fingerprint(value: object) -> object:
         return tuple(found)
     if kind is list:
         return (_LIST, *[item if type(item) is str else fingerprint(item) for item in value])  # type: ignore[attr-defined]
-    if value is None or kind in (int, float, bool):
+    if value is None or kind is bool:
         return (kind, value)
+    # Numbers by their text: their own hashes collide by design (-1 and -2; ints equal modulo 2**61 - 1).
     return (kind, repr(value))
 
 

@@ -119,6 +119,9 @@ def test_fingerprints_tell_json_values_apart() -> None:
     assert len(set(keys)) == len(values)
     assert fingerprint({"a": [1, {"b": "c"}]}) == fingerprint(json.loads('{"a": [1, {"b": "c"}]}'))
     assert not isinstance(fingerprint({"a": 1}), str)  # never a text's key
+    # Numbers whose hashes collide by design (hash(-1) == hash(-2); ints equal modulo 2**61 - 1).
+    for a, b in [(-1, -2), (5, 5 + 2**61 - 1), (0.5, 2**60)]:
+        assert hash(fingerprint({"x": a})) != hash(fingerprint({"x": b}))
 
 
 def test_cache_keys_never_change_a_count() -> None:
@@ -130,6 +133,10 @@ def test_cache_keys_never_change_a_count() -> None:
         {"role": "assistant", "content": [{"type": "x", "value": True}]},
         {"role": "assistant", "content": [{"type": "x", "value": "1"}]},
         {"role": "assistant", "content": [{"type": "x", "value": [1, 2]}]},
+        {"role": "assistant", "content": [{"type": "x", "value": -1}]},
+        {"role": "assistant", "content": [{"type": "x", "value": -2}]},
+        {"role": "assistant", "content": [{"type": "x", "value": 2**64 + 1}]},
+        {"role": "assistant", "content": [{"type": "x", "value": 9}]},  # hash(2**64 + 1) == 9
     ]
     shared = TokenCounter("o200k_base", TokenCache())
     counts = [shared.message(m) for m in messages * 2]
@@ -253,7 +260,9 @@ def test_replay_saving_is_what_the_ledger_would_find(fmt: str, window: int, monk
     told = govern_request(body, config=config).report
     assert told.tokens_removed.get("compaction")
     after_shrink = Ledger.after_shrink
-    monkeypatch.setattr(Ledger, "after_shrink", lambda self, before, after, saved=None: after_shrink(self, before, after))
+    monkeypatch.setattr(
+        Ledger, "after_shrink", lambda self, before, after, saved=None: after_shrink(self, before, after)
+    )
     found = govern_request(json.loads(json.dumps(body)), config=config).report
     assert found.tokens_removed == told.tokens_removed
     assert found.to_dict() == told.to_dict()
