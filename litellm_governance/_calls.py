@@ -215,7 +215,10 @@ def describe_size(content: object) -> str:
 
 
 _CACHED_SIZE: Final = 2_000
-_SIZES_KEPT: Final = 65_536
+#: Entries each remembering store holds (`_remembered`): about 200 bytes an entry, 3 MiB per store when
+#: full (65,536 held 12 MiB each, and two of them more than the token cache); a session's results are
+#: a few hundred entries, so this still holds those of as many sessions as the token cache does.
+_SIZES_KEPT: Final = 16_384
 _SIZES: dict[tuple[int, int], str] = {}
 _T = TypeVar("_T")
 

@@ -56,6 +56,17 @@ class TestTokenCache:
             cache.put(("cl100k_base", i, i), i)
             assert len(cache) <= 100
 
+    def test_the_per_result_stores_are_bounded_too(self) -> None:
+        """What a result's size and failure check remember (per process, by the text's hash) never
+        holds more than `_SIZES_KEPT` entries each, however many distinct results come by."""
+        from litellm_governance import _calls
+
+        for i in range(_calls._SIZES_KEPT + 500):
+            text = f"{i}\n" * 1_000
+            _calls.describe_size(text)
+            _calls.looks_like_error({"role": "tool", "content": text})
+            assert len(_calls._SIZES) <= _calls._SIZES_KEPT and len(_calls._FAILURES) <= _calls._SIZES_KEPT
+
     def test_recent_entries_survive(self) -> None:
         """An entry read again stays; entries neither read nor new are the ones dropped."""
         cache = TokenCache(10)
