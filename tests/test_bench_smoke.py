@@ -106,3 +106,12 @@ def test_metrics_benchmark_prints_its_table() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| one process |" in done.stdout and "| PROMETHEUS_MULTIPROC_DIR (multi-worker) |" in done.stdout
     assert "metric calls per request:" in done.stdout
+
+
+def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import memory
+
+    assert memory.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    for cache in ("token cache", "per-result stores", "call-name caches", "| all |"):
+        assert cache in out

@@ -1,0 +1,94 @@
+"""What the plugin's per-process caches hold when full: the most memory they can take.
+
+    python bench/memory.py
+
+Each cache is filled to its bound with entries like an agent loop's (tracemalloc, in this process):
+the token cache (``token_cache_size`` entries, default 65,536: message and text keys to counts), the
+per-result stores (a result's size for its stub, whether it reports a failure: `_calls._SIZES_KEPT`
+entries each, keyed by the text's length and hash, never the text) and the call-name caches (parsed
+tool arguments and what a stub says of the call: 8,192 entries each). A proxy's memory grows while
+these fill and stops there: `bench/load.py --rounds 3` shows it on a real proxy.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import gc
+import json
+import tracemalloc
+from collections.abc import Callable, Sequence
+
+from litellm_governance import GovernanceConfig, _calls
+from litellm_governance._tokens import TokenCache
+
+CALL_CACHE = 8_192  # the lru_cache bound of `_calls`' parsed arguments and call names
+
+
+def traced(fill: Callable[[], object]) -> float:
+    """MiB still allocated after `fill()` (what it keeps)."""
+    gc.collect()
+    before, _ = tracemalloc.get_traced_memory()
+    kept = fill()
+    gc.collect()
+    after, _ = tracemalloc.get_traced_memory()
+    del kept
+    return (after - before) / 2**20
+
+
+def fill_token_cache(size: int) -> TokenCache:
+    cache = TokenCache(size)
+    for i in range(size - 1):  # one short of the bound: the generations have not turned over
+        cache.put(("o200k_base", 3 + i % 4_000, hash(f"message {i}")), 40 + i % 5_000)
+    return cache
+
+
+def fill_result_stores(entries: int) -> None:
+    for i in range(entries - 1):
+        text = f"{i} tests/test_module.py::test_case PASSED\n" * 50  # a 2-3k character result
+        _calls.describe_size(text)
+        _calls.looks_like_error({"role": "tool", "content": text})
+
+
+def fill_call_caches(entries: int) -> None:
+    for i in range(entries - 1):
+        arguments = json.dumps({"command": f"rg -n 'def handler_{i}' src/", "path": f"src/module_{i}.py"})
+        _calls.call_info({"id": f"c{i}", "type": "function", "function": {"name": "Bash", "arguments": arguments}})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of each bound (a smoke run)")
+    args = parser.parse_args(argv)
+    share = 10 if args.quick else 1
+    token_entries = GovernanceConfig().token_cache_size // share
+    store_entries = _calls._SIZES_KEPT // share
+    call_entries = CALL_CACHE // share
+    tracemalloc.start()
+    rows = [
+        ("token cache", f"{token_entries:,}", traced(lambda: fill_token_cache(token_entries))),
+        (
+            "per-result stores (size, failure)",
+            f"2 x {store_entries:,}",
+            traced(lambda: fill_result_stores(store_entries)),
+        ),
+        ("call-name caches", f"2 x {call_entries:,}", traced(lambda: fill_call_caches(call_entries))),
+    ]
+    tracemalloc.stop()
+    print(f"# The plugin's caches when full (`python bench/memory.py{' --quick' if args.quick else ''}`)\n")
+    print("| cache | entries | memory |")
+    print("|---|---:|---:|")
+    for name, entries, mib in rows:
+        print(f"| {name} | {entries} | {mib:.1f} MiB |")
+    print(f"| all | | {sum(mib for _, _, mib in rows):.1f} MiB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
