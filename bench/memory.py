@@ -8,6 +8,12 @@ per-result stores (a result's size for its stub, whether it reports a failure: `
 entries each, keyed by the text's length and hash, never the text) and the call-name caches (parsed
 tool arguments and what a stub says of the call: 8,192 entries each). A proxy's memory grows while
 these fill and stops there: `bench/load.py --rounds 3` shows it on a real proxy.
+
+    python bench/memory.py --rounds 3
+
+instead governs, in this process, rounds of `bench/load.py`'s fresh sessions (48 a round, 6 requests
+each from 300 messages, half chat to GLM, half Claude Code's to Claude, 32k windows) and prints how many
+entries each cache holds after each round: how fast each fills towards its bound.
 """
 
 from __future__ import annotations
@@ -62,10 +68,38 @@ def fill_call_caches(entries: int) -> None:
         _calls.call_info({"id": f"c{i}", "type": "function", "function": {"name": "Bash", "arguments": arguments}})
 
 
+def fill_rate(rounds: int, *, sessions: int) -> int:
+    """Entries per cache after each round of fresh sessions governed here (see the module docstring)."""
+    from bench.load import WINDOW, Plan
+    from litellm_governance import govern_request
+    from litellm_governance._pipeline import token_cache
+
+    models = {"glm": "zai/glm-4.6", "claude": "anthropic/claude-sonnet-4-5-20250929"}
+    plan = Plan(sessions, 1, 6, 300)
+    print(
+        f"# Cache entries after each round of {sessions} fresh sessions (`python bench/memory.py --rounds {rounds}`)\n"
+    )
+    print("| after round | token cache | per-result stores (size, failure) | call-name caches |")
+    print("|---:|---:|---:|---:|")
+    for number in range(rounds):
+        for requests in plan.requests(10_000 * number):
+            for _, raw in requests:
+                body = json.loads(raw)
+                govern_request(body, model=models[body["model"]], model_info={"max_input_tokens": WINDOW})
+        calls = _calls._call_info_of_text.cache_info().currsize
+        print(
+            f"| {number + 1} | {len(token_cache()):,} | {len(_calls._SIZES):,}, {len(_calls._FAILURES):,} | {calls:,} |"
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of each bound (a smoke run)")
+    parser.add_argument("--rounds", type=int, default=0, help="govern rounds of bench/load.py's sessions instead")
     args = parser.parse_args(argv)
+    if args.rounds:
+        return fill_rate(args.rounds, sessions=2 if args.quick else 48)
     share = 10 if args.quick else 1
     token_entries = GovernanceConfig().token_cache_size // share
     store_entries = _calls._SIZES_KEPT // share

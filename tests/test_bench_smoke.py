@@ -115,3 +115,10 @@ def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     for cache in ("token cache", "per-result stores", "call-name caches", "| all |"):
         assert cache in out
+
+
+def test_memory_bench_counts_entries_per_round(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import memory
+
+    assert memory.main(["--rounds", "1", "--quick"]) == 0
+    assert "| 1 |" in capsys.readouterr().out
