@@ -39,7 +39,7 @@ from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import GovernanceConfig, govern_request
 from litellm_governance._pipeline import token_cache
 from litellm_governance._request import detect_format, read_request
-from litellm_governance._tokens import _json, _message_pieces, piece_text
+from litellm_governance._tokens import _json, _message_pieces
 
 MODEL = "openai/gpt-4o"
 CONFIG = GovernanceConfig(context_window_tokens=1_000_000)  # measure counting and repairs, not cutting
@@ -69,10 +69,9 @@ FORMATS: dict[str, Callable[[list[dict[str, Any]]], Body]] = {
 def strings(body: Body) -> list[str]:
     """Every string governance counts in `body` (as its counter sees them)."""
     outline, _ = read_request(body, detect_format(body))
-    pieces: list[Any] = []
+    texts: list[str] = []  # (`_message_pieces` gives a structured value as its JSON)
     for message in outline.view:
-        _message_pieces(message, pieces)
-    texts = [piece_text(p) for p in pieces]
+        _message_pieces(message, texts)
     if body.get("tools"):
         texts.append(_json(body["tools"]))
     return texts

@@ -323,11 +323,6 @@ def _structured_key(value: object) -> object:
         return "\x00" + _json(value)
 
 
-def piece_text(piece: str) -> str:
-    """The text a piece counts as (for readers of `_message_pieces`): itself, a structured one's JSON."""
-    return piece
-
-
 #: What a structured value becomes as a piece: its JSON (the text to count), or a key's material.
 Wrap = Callable[[Any], Any]
 

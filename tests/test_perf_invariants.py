@@ -19,7 +19,7 @@ from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info
 from litellm_governance._ledger import Ledger
 from litellm_governance._responses import ResponsesOutline
-from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint, piece_text
+from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint
 
 from .test_formats import PROPERTY, anthropic_conversations, text, tool_result, tool_use
 
@@ -232,9 +232,9 @@ def test_anthropic_render_shortcut_steps_aside_where_rendering_regroups(messages
 def test_text_messages_keyed_without_pieces_count_as_the_general_path(message: dict[str, Any]) -> None:
     """The shortcut for text messages gives the count the pieces give (4 for the framing, and each piece)."""
     counter = TokenCounter("o200k_base", TokenCache())
-    pieces: list[Any] = []
+    pieces: list[str] = []
     fixed = _message_pieces(message, pieces)
-    expected = fixed + sum(counter.text(piece_text(p)) for p in pieces)
+    expected = fixed + sum(counter.text(p) for p in pieces)
     assert counter.message(message) == counter.message(dict(message)) == expected
 
 
