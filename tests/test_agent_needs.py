@@ -339,6 +339,37 @@ class TestNewestExchange:
         other = govern(messages, model="openai/gpt-4.1", config=config)
         assert other.report.steps.get("compacted") == 1
 
+    def test_a_blank_user_message_ends_no_turn_in_claude_code_and_codex_bodies(self) -> None:
+        """The same rule on an Anthropic Messages and a Responses body (it lives in the outline)."""
+        output = run_output(40, "read")
+        config = GovernanceConfig(context_window_tokens=100_000, keep_recent=0, compact_batch=1, cache_stable=False)
+        claude = govern_anthropic(
+            [
+                {"role": "user", "content": "Fix the tests."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "read_file", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": output}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Reading it."}]},
+                {"role": "user", "content": "  "},
+            ],
+            model="anthropic/claude-opus-4-6",
+            config=config,
+        )
+        assert claude.messages[-1]["content"][0]["content"] == output
+        codex = govern_responses(
+            [
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the tests."}]},
+                {"type": "function_call", "call_id": "a", "name": "read_file", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "a", "output": output},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading it."}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "  "}]},
+            ],
+            model="anthropic/claude-opus-4-6",
+            config=config,
+        )
+        assert codex.input[-1]["output"] == output
+        for report in (claude.report, codex.report):
+            assert report.steps == {"empty_messages_dropped": 1, "trailing_assistant_dropped": 1}
+
 
 # ---- stubs that name their call ------------------------------------------------------------------
 
