@@ -178,3 +178,30 @@ def test_literal_requests_ask_for_no_summary(summariser: tuple[RecordingUpstream
         litellm.callbacks = saved
         litellm.api_base = litellm.api_key = None
     assert not replies.asked.is_set()
+
+
+def test_waiting_returns_once_every_summary_has_finished() -> None:
+    """A summary task that has finished stays in the set until its done-callback runs, on a later turn
+    of the loop; `wait` called in between spun for ever without yielding (the loop never got that
+    turn), which held the first test here past pytest-timeout on CI's Python 3.13."""
+    from litellm_governance.integration.summaries import Summaries
+
+    summaries = Summaries()
+    finished: list[bool] = []
+
+    async def scenario() -> None:
+        async def nothing() -> None:
+            return None
+
+        task = asyncio.get_running_loop().create_task(nothing())
+        summaries._tasks.add(task)  # as `schedule` adds it, its done-callback not run yet below
+        await asyncio.sleep(0)  # the task runs and finishes
+        assert task.done()
+        await summaries.wait()
+        finished.append(True)
+
+    # A spinning `wait` never yields, so asyncio cannot time it out: a thread bounds it instead.
+    thread = threading.Thread(target=lambda: asyncio.run(scenario()), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert finished == [True], "wait() did not return for a finished task"

@@ -79,9 +79,11 @@ class Summaries:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self) -> None:
-        """Wait for the summaries under way (tests, and a clean shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait for the summaries under way (tests, and a clean shutdown). A task that has finished
+        leaves `_tasks` only when its done-callback runs, on a later turn of the loop; awaiting it
+        again does not yield, so only unfinished tasks are waited for (else this spun for ever)."""
+        while pending := [task for task in self._tasks if not task.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def _keep(self, key: str, summary: str) -> None:
         self._ready[key] = summary
