@@ -122,3 +122,12 @@ def test_memory_bench_counts_entries_per_round(capsys: pytest.CaptureFixture[str
 
     assert memory.main(["--rounds", "1", "--quick"]) == 0
     assert "| 1 |" in capsys.readouterr().out
+
+
+def test_collector_bench_counts_the_collections_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import collector
+
+    assert collector.main(["--requests", "5", "--formats", "anthropic", "--session", "30", "--plain-heap"]) == 0
+    out = capsys.readouterr().out
+    for mode in collector.MODES:
+        assert f"| anthropic | {mode} |" in out

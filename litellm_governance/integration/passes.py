@@ -16,6 +16,7 @@ from .._errors import ConfigError, InvalidRequestError
 from .._models import Deployment, resolve_model
 from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request
+from .collector import collector_paused
 from .failures import Failures
 from .fields import HISTORY, METADATA, call_id_of
 from .learning import Learning, Ratio
@@ -187,9 +188,15 @@ async def _govern(
         ratio_source=ratio.source if ratio is not None else None,
         summaries=summaries,
     )
-    # Big requests are governed off the event loop, so other requests are not held up.
+    # Big requests are governed off the event loop, so other requests are not held up; with the
+    # cyclic collector held off either way (`collector`: a pass makes no cycles).
     big = _approximate_chars(request.get(HISTORY[fmt])) > OFF_LOOP_CHARS
-    return await asyncio.to_thread(run) if big else run()
+    return await asyncio.to_thread(_paused, run) if big else _paused(run)
+
+
+def _paused(run: Callable[[], GovernedRequest]) -> GovernedRequest:
+    with collector_paused():
+        return run()
 
 
 def _approximate_chars(history: object) -> int:
