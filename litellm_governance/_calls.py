@@ -209,8 +209,8 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, CallInfo]:
 def describe_size(content: object) -> str:
     """A result's size the way an agent reads it: ``412 lines``, ``85 characters`` (one line),
     ``2 images``; for blocks, their text and the other blocks counted by type."""
-    if type(content) is str and len(content) >= _CACHED_SIZE:
-        return _remembered(_SIZES, content, _describe_size)
+    if type(content) is str:
+        return _remembered(_SIZES, content, _text_size) if len(content) >= _CACHED_SIZE else _text_size(content)
     return _describe_size(content)
 
 
@@ -235,6 +235,12 @@ def _remembered(store: dict[tuple[int, int], _T], text: str, compute: Callable[[
     return found
 
 
+def _text_size(text: str) -> str:
+    """`_describe_size` of a text (most results: no parts to walk)."""
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
+    return f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
+
+
 def _describe_size(content: object) -> str:
     texts: list[str] = []
     others: dict[str, int] = {}
@@ -254,11 +260,7 @@ def _describe_size(content: object) -> str:
     text = "\n".join(texts)
     pieces: list[str] = []
     if text or not others:
-        lines = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
-        if lines > 1:
-            pieces.append(f"{lines:,} lines")
-        else:
-            pieces.append(f"{len(text):,} characters")
+        pieces.append(_text_size(text))
     for kind, count in sorted(others.items()):
         label = kind.replace("input_", "").replace("_url", "")
         pieces.append(f"{count} {label}{'s' if count != 1 else ''}")

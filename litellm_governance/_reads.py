@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ._calls import CallInfo
 
@@ -68,9 +68,9 @@ def is_observation(call: CallInfo | None) -> bool:
     return isinstance(value, str) and value in observing
 
 
-@dataclass(frozen=True)
-class ReadTarget:
-    """A file read and the lines read: [start, end), ``end`` infinite when read to the end."""
+class ReadTarget(NamedTuple):
+    """A file read and the lines read: [start, end), ``end`` infinite when read to the end (a named
+    tuple: one is built per read on every request)."""
 
     tool: str
     path: str
@@ -128,8 +128,11 @@ def read_target(call: CallInfo | None) -> ReadTarget | None:
     arguments = call.arguments
     if shape.commands is not None and arguments.get("command") not in shape.commands:
         return None
-    path = next((arguments[k] for k in shape.path_keys if isinstance(arguments.get(k), str) and arguments[k]), None)
-    if path is None:
+    for key in shape.path_keys:
+        path = arguments.get(key)
+        if isinstance(path, str) and path:
+            break
+    else:
         return None
     lines = _line_range(arguments)
     if lines is None:

@@ -182,17 +182,22 @@ class StableShrink:
             return (kept + room) / (2 * budget) - REUSE_PRICE * share_lost * growth / (room - kept)
 
         limit = ctx.oversized(messages)
+        # cost(cut, tail) is tail plus what the cut adds in front (a user message), and the note's
+        # size depends on the cut alone: both are worked out again only when the cut moves.
+        in_front = cost(cut, 0) + note(cut)
         for step in range(len(layout.units)):
             before = tail  # the history of the previous step: the previous request
-            for ordinal in [o for o in deferred if not newest(o)]:
-                deferred.remove(ordinal)
-                if ordinal in whole:
-                    tail -= compact_one(ordinal)
+            if deferred:
+                for ordinal in [o for o in deferred if not newest(o)]:
+                    deferred.remove(ordinal)
+                    if ordinal in whole:
+                        tail -= compact_one(ordinal)
             for ordinal in arriving.get(step, ()):
                 whole.append(ordinal)
                 if limit is not None and is_oversized(messages[candidates[ordinal].index], limit, ctx):
                     deferred.append(ordinal)  # too big to keep whole at all, once it is not the newest
-            stale.update(o for o in stale_from.get(step, ()) if o in whole)
+            if step in stale_from:
+                stale.update(o for o in stale_from[step] if o in whole)
             tail += current[step]
             arrived[step] = current[step]
             recent += current[step] - (arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
@@ -201,7 +206,7 @@ class StableShrink:
                 for _ in range(batch):
                     if whole and not oldest_is_newest():
                         tail -= compact_oldest()
-            if cost(cut, tail) + note(cut) <= room:
+            if tail + in_front <= room:
                 continue
             # An event. What it costs is measured against the previous request.
             growth = max(1.0, recent / min(step + 1, GROWTH_UNITS))
@@ -232,6 +237,7 @@ class StableShrink:
             while cut < layout.keep_from[step] and cost(cut, tail) + note(cut) > low:
                 tail -= current[cut]
                 cut += 1
+            in_front = cost(cut, 0) + note(cut)
             while whole and unit_of[candidates[whole[0]].index] < cut:
                 stale.discard(whole.popleft())  # cut off: no longer counts among the whole results
 
