@@ -51,7 +51,7 @@ def traced(fill: Callable[[], object]) -> float:
 def fill_token_cache(size: int) -> TokenCache:
     cache = TokenCache(size)
     for i in range(size - 1):  # one short of the bound: the generations have not turned over
-        cache.put(("o200k_base", 3 + i % 4_000, hash(f"message {i}")), 40 + i % 5_000)
+        cache.put(hash(("o200k_base", 3 + i % 4_000, hash(f"message {i}"))), 40 + i % 5_000)  # the counter's keys
     return cache
 
 

@@ -215,18 +215,19 @@ def describe_size(content: object) -> str:
 
 
 _CACHED_SIZE: Final = 2_000
-#: Entries each remembering store holds (`_remembered`): about 200 bytes an entry, 3 MiB per store when
-#: full (65,536 held 12 MiB each, and two of them more than the token cache); a session's results are
-#: a few hundred entries, so this still holds those of as many sessions as the token cache does.
+#: Entries each remembering store holds (`_remembered`): about 100 bytes an entry, 1.6 MiB per store
+#: when full (65,536 held 12 MiB each, and two of them more than the token cache); a session's results
+#: are a few hundred entries, so this still holds those of as many sessions as the token cache does.
 _SIZES_KEPT: Final = 16_384
-_SIZES: dict[tuple[int, int], str] = {}
+_SIZES: dict[int, str] = {}
 _T = TypeVar("_T")
 
 
-def _remembered(store: dict[tuple[int, int], _T], text: str, compute: Callable[[str], _T]) -> _T:
-    """``compute(text)``, remembered in `store` by (length, hash) — never the text itself: agents
-    resend the same outputs. At most `_SIZES_KEPT` entries (then the store starts again)."""
-    key = (len(text), hash(text))
+def _remembered(store: dict[int, _T], text: str, compute: Callable[[str], _T]) -> _T:
+    """``compute(text)``, remembered in `store` by a hash of (length, hash) — never the text itself
+    (nor a tuple: an int takes less memory): agents resend the same outputs. At most `_SIZES_KEPT`
+    entries (then the store starts again)."""
+    key = hash((len(text), hash(text)))
     found = store.get(key)
     if found is None:
         if len(store) >= _SIZES_KEPT:
@@ -300,7 +301,7 @@ def looks_like_error(result: Message) -> bool:
 # Results at least this long are looked up (their text's hash is usually computed already, by the
 # token count): the exit-code search below costs several microseconds on a result that says "exit".
 _CACHED_FAILURE: Final = 256
-_FAILURES: dict[tuple[int, int], bool] = {}
+_FAILURES: dict[int, bool] = {}
 
 
 def _states_failure(content: str) -> bool:
