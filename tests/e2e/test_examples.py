@@ -137,3 +137,17 @@ def test_proxy_latency_benchmark_runs() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| route | history (chat messages) | with plugin | without | added |" in done.stdout
     assert done.stdout.count("| /v1/messages, ") == 2 and done.stdout.count("| /v1/responses, ") == 2
+
+
+@pytest.mark.scale
+def test_collector_proxy_benchmark_counts_collections_in_both_proxies() -> None:
+    """bench/collector_proxy.py loads its probe into both proxies and prints what they collected."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "collector_proxy.py"), "--turns", "2", "--size", "40"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| with plugin | " in done.stdout and "| without | " in done.stdout
