@@ -253,7 +253,7 @@ class TokenCounter:
         if not tools:
             return 0
         schemas = list(tools)
-        key = hash((self.encoding_name, -1 - len(tools), hash(_structured_key(schemas))))  # negative: never a text's
+        key = hash((self.encoding_name, -1 - len(tools), hash(_structured_key(schemas))))  # negative: no text's
         count = self._cache.get(key)
         if count is None:
             count = self.text(_json(schemas)) + 8

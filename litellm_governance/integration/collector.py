@@ -7,10 +7,11 @@ during a pass, and each collection finds the pass's temporaries alive and promot
 older generations; once enough has been promoted, CPython collects the oldest generation: the
 whole process. In a LiteLLM proxy that is some 700,000 objects and close to half a second, during
 which the proxy serves nobody (`python bench/collector.py`: two such collections in 400 governed
-`/v1/messages` requests, about 2.8 ms a request on average, all of it in a few requests' tail).
+`/v1/messages` requests, about 2.2 ms a request on average, all of it in two requests).
 
-Held off for the pass, the collector sees only what the pass leaves alive (the governed request),
-and collects as often as it does without the plugin. It is a process-wide switch, so it is
+Held off for the pass, the collector sees only what the pass leaves alive (the governed request):
+its young generations are collected as often as without the plugin (`python bench/collector.py`,
+and in real proxies `python bench/collector_proxy.py`). It is a process-wide switch, so it is
 reference-counted across threads (a big request is governed in a worker thread while the event
 loop governs others) and restored only by whoever turned it off: a collector the application
 disabled itself stays disabled.
