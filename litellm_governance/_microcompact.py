@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final
 
 from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error
 from ._context import Context, StepResult, is_turn
@@ -63,9 +63,10 @@ def stub_text(tool_name: str, call: CallInfo | None, size: str, reason: str = AG
     return f"[{tool_name} result omitted from context: {described}, {size} — {reason}]"
 
 
-class Candidate(NamedTuple):
-    """A result that may be compacted (a named tuple: one is built per result on every request,
-    three times faster than a frozen dataclass)."""
+@dataclass(slots=True)
+class Candidate:
+    """A result that may be compacted (never changed once made; not frozen: one is built per result
+    on every request, and a frozen dataclass's constructor costs three times as much)."""
 
     index: int
     name: str
@@ -160,7 +161,8 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
             reads.setdefault((target.tool, target.path), []).append((len(found), target))
         found.append(Candidate(index, name, call))
     for ordinal, later in superseded.items():
-        found[ordinal] = found[ordinal]._replace(superseded_by=later)
+        earlier = found[ordinal]
+        found[ordinal] = Candidate(earlier.index, earlier.name, earlier.call, later)
     newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
     return Catalogue(found, protected_count, newest, large)
 
