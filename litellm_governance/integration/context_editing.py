@@ -159,16 +159,17 @@ def prepare(
 
 
 def _has_compaction(history: list[Any], fmt: Format) -> bool:
-    # Runs on every request: `(dict, Mapping)` settles a dict without Mapping's ABC check.
+    # Runs twice on every proxied request: no generator per message (one cost as much as the rest of
+    # the walk), and `(dict, Mapping)` settles a dict without Mapping's ABC check.
     if fmt == "responses":
         return any(isinstance(i, (dict, Mapping)) and i.get("type") == "compaction" for i in history)
     for message in history:
         if isinstance(message, (dict, Mapping)):
             content = message.get("content")
-            if isinstance(content, list) and any(
-                isinstance(b, (dict, Mapping)) and b.get("type") == "compaction" for b in content
-            ):
-                return True
+            if isinstance(content, list):
+                for block in content:
+                    if isinstance(block, (dict, Mapping)) and block.get("type") == "compaction":
+                        return True
     return False
 
 

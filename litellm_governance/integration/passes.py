@@ -200,6 +200,8 @@ def _paused(run: Callable[[], GovernedRequest]) -> GovernedRequest:
 
 
 def _approximate_chars(history: object) -> int:
+    """The text a history holds, roughly (messages' and items' text, blocks' ``text`` or ``content``).
+    Runs on every request: plain loops, no generator per message."""
     if isinstance(history, str):
         return len(history)
     if not isinstance(history, list):
@@ -207,9 +209,11 @@ def _approximate_chars(history: object) -> int:
     total = 0
     for message in history:
         if isinstance(message, dict):
-            content = message.get("content", message.get("output"))
+            content = message["content"] if "content" in message else message.get("output")
             if isinstance(content, str):
                 total += len(content)
             elif isinstance(content, list):
-                total += sum(len(b.get("text") or b.get("content") or "") for b in content if isinstance(b, dict))
+                for block in content:
+                    if isinstance(block, dict):
+                        total += len(block.get("text") or block.get("content") or "")
     return total
