@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=150)
     parser.add_argument("--route", choices=sorted(ROUTES), default="messages")
     parser.add_argument("--size", type=int, default=400, help="messages in the first request")
+    parser.add_argument("--fast-start", action="store_true", help="fork both proxies from one LiteLLM import (smoke)")
     args = parser.parse_args(argv)
     route, group, make_body = ROUTES[args.route]
     with RecordingUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
@@ -54,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             callbacks = ["litellm_governance.proxy_handler_instance"] if plugin else []
             settings["litellm_settings"]["callbacks"] = [*callbacks, "bench.gc_probe.handler"]  # type: ignore[index]
             workdir = Path(tmp) / name.replace(" ", "-")
-            proxies[name] = start_proxy(settings, workdir=workdir, name=workdir.name, pythonpath=[ROOT], extra_env=env)
+            fast = args.fast_start
+            proxies[name] = start_proxy(
+                settings, workdir=workdir, name=workdir.name, pythonpath=[ROOT], extra_env=env, fast_start=fast
+            )
         try:
             history = make_session(args.size, seed=5)
             for proxy in proxies.values():

@@ -127,7 +127,7 @@ def test_memory_bench_counts_entries_per_round(capsys: pytest.CaptureFixture[str
 def test_collector_bench_counts_the_collections_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
     from bench import collector
 
-    assert collector.main(["--requests", "5", "--formats", "anthropic", "--session", "30", "--plain-heap"]) == 0
-    out = capsys.readouterr().out
-    for mode in collector.MODES:
-        assert f"| anthropic | {mode} |" in out
+    # One mode, one child process (each imports LiteLLM): the bench runs; its figures are not checked.
+    arguments = ["--requests", "5", "--formats", "anthropic", "--session", "30", "--plain-heap", "--modes", "held off"]
+    assert collector.main(arguments) == 0
+    assert "| anthropic | held off |" in capsys.readouterr().out

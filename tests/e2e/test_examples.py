@@ -143,7 +143,7 @@ def test_proxy_latency_benchmark_runs() -> None:
 def test_collector_proxy_benchmark_counts_collections_in_both_proxies() -> None:
     """bench/collector_proxy.py loads its probe into both proxies and prints what they collected."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "collector_proxy.py"), "--turns", "2", "--size", "40"],
+        [sys.executable, str(ROOT / "bench" / "collector_proxy.py"), "--turns", "2", "--size", "40", "--fast-start"],
         cwd=ROOT,
         capture_output=True,
         text=True,
