@@ -2,6 +2,7 @@
 
     python bench/proxy_latency.py          # or: make bench
     python bench/proxy_latency.py --quick
+    python bench/proxy_latency.py --quick --fast-start   # the smoke test: both proxies forked from one import
 
 Starts a local recording upstream (replies at once) and two real `litellm --config` proxies
 with the same models, one with the plugin and one without, and sends each the same requests,
@@ -93,14 +94,18 @@ def timed(proxy: ProxyProcess, route: str, body: dict[str, object]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="5 turns per size instead of 40")
+    parser.add_argument(
+        "--fast-start", action="store_true", help="fork both proxies from one LiteLLM import (start-up not comparable)"
+    )
     args = parser.parse_args(argv)
+    fast = args.fast_start
     turns = 5 if args.quick else 40
     rows = []
     with (
         RecordingUpstream() as upstream,
         tempfile.TemporaryDirectory() as tmp,
-        start_proxy(config(upstream, True), workdir=Path(tmp) / "with", name="with") as with_plugin,
-        start_proxy(config(upstream, False), workdir=Path(tmp) / "without", name="without") as without,
+        start_proxy(config(upstream, True), workdir=Path(tmp) / "with", name="with", fast_start=fast) as with_plugin,
+        start_proxy(config(upstream, False), workdir=Path(tmp) / "without", name="without", fast_start=fast) as without,
     ):
         startup = (with_plugin.startup_seconds, without.startup_seconds)
         for label, route, group, size, make_body in LOOPS:
@@ -119,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
                     received[name] = len(last.get("messages") or last.get("input") or [])
             rows.append((label, size, len(history), times, (received["with"], received["without"])))
     print(f"Proxy latency: {turns} agent-loop turns per loop, deployments with a 32k or a 1M-token window")
-    print(f"command: python bench/proxy_latency.py{' --quick' if args.quick else ''}\n")
-    print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without\n")
+    flags = (" --quick" if args.quick else "") + (" --fast-start" if fast else "")
+    print(f"command: python bench/proxy_latency.py{flags}\n")
+    forked = " (forked from one LiteLLM import: --fast-start)" if fast else ""
+    print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without{forked}\n")
     print("| route | history (chat messages) | with plugin | without | added | received (with / without) |")
     print("|---|---:|---:|---:|---:|---|")
     for label, size, length, times, received in rows:

@@ -36,7 +36,9 @@ from ._profiles import Profile
 from ._tokens import TokenCounter
 
 if TYPE_CHECKING:
+    from ._calls import CallInfo
     from ._cut_turns import CutTurns
+    from ._microcompact import Catalogue
 
 __all__ = [
     "BRIDGE_CONTENT",
@@ -104,7 +106,7 @@ class Memo:
     """Per-request caches of what steps compute again and again. Keyed by object identity, which
     is safe because the memo keeps the objects alive; a cache hit never changes a decision."""
 
-    __slots__ = ("alive", "breakpoint", "counts", "pairing")
+    __slots__ = ("alive", "breakpoint", "calls", "catalogue", "counts", "oversized", "pairing")
 
     def __init__(self) -> None:
         #: id(message) -> its tokens; `alive` holds every message counted, so while the memo lives
@@ -113,6 +115,9 @@ class Memo:
         self.alive: list[Mapping[str, Any]] = []
         self.pairing: tuple[object, Pairing] | None = None
         self.breakpoint: tuple[object, int] | None = None
+        self.calls: tuple[object, Mapping[str, CallInfo]] | None = None
+        self.oversized: tuple[object, tuple[int, int], int] | None = None
+        self.catalogue: tuple[object, tuple[object, ...], Catalogue] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,17 @@ class Context:
         if memo.pairing is None or memo.pairing[0] is not messages:
             memo.pairing = (messages, pair(messages))
         return memo.pairing[1]
+
+    def calls_by_id(self, messages: Sequence[Message]) -> Mapping[str, CallInfo]:
+        """`_calls.calls_by_id(messages)`, once per list object: the repaired request is catalogued
+        by each shrinking attempt and read again for the note of cut turns (its calls named each time;
+        a Claude Code call's arguments are an object, parsed anew on every call)."""
+        memo = self.memo
+        if memo.calls is None or memo.calls[0] is not messages:
+            from ._calls import calls_by_id  # not at the top: _calls imports _backfill, which imports this module
+
+            memo.calls = (messages, calls_by_id(messages))
+        return memo.calls[1]
 
     def last_breakpoint(self, messages: list[Message]) -> int:
         """Index of the last conversation message with a cache_control breakpoint (-1: none), once per
@@ -200,8 +216,11 @@ class Context:
         anything else, and cutting everything else for it would lose the task."""
         if self.budget is None:
             return None
-        fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if is_instruction(m))
-        return max(0, self.budget - fixed) // 2
+        memo, key = self.memo, (self.budget, self.tools_tokens)  # once per list: each shrinking attempt asks
+        if memo.oversized is None or memo.oversized[0] is not messages or memo.oversized[1] != key:
+            fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if is_instruction(m))
+            memo.oversized = (messages, key, max(0, self.budget - fixed) // 2)
+        return memo.oversized[2]
 
     def drops_trailing_assistant(self) -> bool:
         """Whether the role rules drop assistant messages that end the request (no prefill)."""

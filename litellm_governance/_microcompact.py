@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error
+from ._calls import CallInfo, describe_size, is_stub, looks_like_error
 from ._context import Context, StepResult, is_turn
 from ._messages import Message, content_chars
 from ._reads import is_observation, read_target
@@ -117,16 +117,33 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
     """The results that may be compacted, oldest first: results of compactable tools (by the tool
     and what the call did), at least ``min_chars`` long, not already stubs, not protected by a
     ``cache_control`` breakpoint (unless the budget lifted that protection); each with the later
-    read that supersedes it, if any. Large results no rule may compact are noted for the report."""
-    config = ctx.config
+    read that supersedes it, if any. Large results no rule may compact are noted for the report.
+
+    The request's catalogue without protection is made once per list (`Context.memo`: a shrinking
+    attempt that respects the breakpoint and one that lifts it read the same results) and the
+    protected one taken from it: a read behind the breakpoint supersedes nothing after it (reads
+    supersede earlier ones only), so the candidates after the breakpoint are the same, with the
+    same supersessions; those up to it are what protection counts."""
+    memo, rules = ctx.memo, (ctx.config, ctx.profile, ctx.allow_prefill)  # what else it reads
+    if memo.catalogue is None or memo.catalogue[0] is not messages or memo.catalogue[1] != rules:
+        memo.catalogue = (messages, rules, _catalogue(messages, ctx))
+    whole = memo.catalogue[2]
     protected = -1
-    if config.respect_cache_control and not ctx.ignore_breakpoints:
+    if ctx.config.respect_cache_control and not ctx.ignore_breakpoints:
         protected = ctx.last_breakpoint(messages)
-    calls = calls_by_id(messages)
+    if protected < 0 or not whole.candidates or whole.candidates[0].index > protected:
+        return whole
+    kept = [c for c in whole.candidates if c.index > protected]
+    return Catalogue(kept, len(whole.candidates) - len(kept), whole.newest, whole.large_uncompacted)
+
+
+def _catalogue(messages: list[Message], ctx: Context) -> Catalogue:
+    """`catalogue` with no breakpoint protecting anything."""
+    config = ctx.config
+    calls = ctx.calls_by_id(messages)
     compactable = config.compactable_tools
     found: list[Candidate] = []
     large: dict[int, str] = {}
-    protected_count = 0
     reads: dict[tuple[str, str], list[tuple[int, object]]] = {}  # (tool, path) -> [(candidate ordinal, target)]
     superseded: dict[int, int] = {}  # candidate ordinal -> index of the read superseding it
     for index, message in enumerate(messages):
@@ -154,9 +171,6 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
             continue
         if is_stub(content):
             continue  # already compacted (never counted, so a second pass changes nothing)
-        if index <= protected:
-            protected_count += 1
-            continue
         if target is not None:
             reads.setdefault((target.tool, target.path), []).append((len(found), target))
         found.append(Candidate(index, name, call))
@@ -164,7 +178,7 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
         earlier = found[ordinal]
         found[ordinal] = Candidate(earlier.index, earlier.name, earlier.call, later)
     newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
-    return Catalogue(found, protected_count, newest, large)
+    return Catalogue(found, 0, newest, large)
 
 
 def large_uncompactable(large: Mapping[int, str], *, limit: int = 5) -> dict[str, int]:

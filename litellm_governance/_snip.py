@@ -177,7 +177,7 @@ class Snip:
 
         if cost(0, sum(layout.tokens)) <= room:
             return StepResult(messages)
-        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter)
+        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
         cut = self._earliest_cut(layout, room, cost, trace, note_cap(ctx))
         tail = cost(cut, sum(layout.tokens[cut:]))
         allowance = min(note_cap(ctx), room - tail)

@@ -114,7 +114,7 @@ class StableShrink:
         budget = ctx.budget
         room = budget - layout.fixed
         cost = layout.cost_function(messages, ctx)
-        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter)
+        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
         cap = note_cap(ctx)
         watermark = config.snip_watermark
         # What compacting each candidate saves, and the candidates each unit brings. A stub replaces

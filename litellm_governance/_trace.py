@@ -22,7 +22,7 @@ results), so the note changes only when the cut point moves and the prompt cache
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -244,8 +244,10 @@ class TraceIndex:
         original: Sequence[Message],
         units: Sequence[tuple[int, int]],
         counter: TokenCounter,
+        calls_of: Callable[[Sequence[Message]], Mapping[str, CallInfo]] = calls_by_id,
     ) -> None:
         self.counter = counter
+        self._calls_of = calls_of
         #: Lines are read from `original` (the uncompacted messages at the same indexes).
         self._source = original if len(original) == len(messages) else messages
         self._units = units
@@ -266,7 +268,7 @@ class TraceIndex:
         found = self._entries[unit]
         if found is None:
             if self._calls is None:
-                self._calls = calls_by_id(self._source)
+                self._calls = self._calls_of(self._source)
                 for message in self._source:
                     ident = message.get("tool_call_id") if message.get("role") == "tool" else None
                     if isinstance(ident, str):

@@ -11,16 +11,23 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import GovernanceConfig, govern_request
+from litellm_governance import PROFILES, GovernanceConfig, _calls, govern_request
 from litellm_governance._anthropic import AnthropicOutline
-from litellm_governance._calls import call_info
+from litellm_governance._calls import call_info, calls_by_id, is_stub, looks_like_error
+from litellm_governance._context import Context
 from litellm_governance._ledger import Ledger
+from litellm_governance._messages import content_chars
+from litellm_governance._microcompact import catalogue
+from litellm_governance._reads import is_observation, read_target
 from litellm_governance._responses import ResponsesOutline
 from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint
 
+from .builders import assistant, call, long_text, result, user
+from .builders import system as system_prompt
 from .test_formats import PROPERTY, anthropic_conversations, text, tool_result, tool_use
 
 WINDOWS = (1_000_000, 32_768)
@@ -266,3 +273,102 @@ def test_replay_saving_is_what_the_ledger_would_find(fmt: str, window: int, monk
     found = govern_request(json.loads(json.dumps(body)), config=config).report
     assert found.tokens_removed == told.tokens_removed
     assert found.to_dict() == told.to_dict()
+
+
+# ---- what a request computes once (Context.memo) -------------------------------------------------
+
+_PATHS = st.sampled_from(["a.py", "b.py", "src/c.py"])
+_BREAKPOINT = {"type": "ephemeral"}
+
+
+@st.composite
+def _reading_loops(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chat tool loops that read the same few files (with and without ranges, some failing), with
+    ``cache_control`` breakpoints on results and user messages: supersessions and protection."""
+    messages: list[dict[str, Any]] = [system_prompt(), user()]
+    for turn in range(draw(st.integers(1, 14))):
+        calls = []
+        for n in range(draw(st.integers(1, 3))):
+            tool = draw(st.sampled_from(["read_file", "Read", "exec"]))
+            arguments: dict[str, Any] = {"file_path" if tool == "Read" else "path": draw(_PATHS)}
+            if draw(st.booleans()):
+                arguments["offset"] = draw(st.sampled_from([0, 10, 50]))
+            if draw(st.booleans()):
+                arguments["limit"] = draw(st.sampled_from([10, 100]))
+            calls.append(call(f"c{turn}_{n}", tool, **arguments))
+        messages.append(assistant(None, *calls))
+        for one in calls:
+            content: Any = draw(st.sampled_from([long_text(900), long_text(2_400), "ok", "Error: no such file"]))
+            if draw(st.integers(0, 5)) == 0:
+                content = [{"type": "text", "text": content, "cache_control": _BREAKPOINT}]
+            messages.append(result(one["id"], content))
+        if draw(st.integers(0, 3)) == 0:
+            messages.append(user([{"type": "text", "text": "go on", "cache_control": _BREAKPOINT}]))
+    return messages
+
+
+def _protected_catalogue(messages: list[dict[str, Any]], ctx: Context) -> tuple[list[tuple[Any, ...]], int]:
+    """The reference: one scan that leaves out what the last breakpoint protects (how `catalogue`
+    worked before it derived the protected catalogue from the whole one)."""
+    protected = ctx.last_breakpoint(messages)
+    calls = calls_by_id(messages)
+    found: list[list[Any]] = []
+    reads: dict[tuple[str, str], list[tuple[int, Any]]] = {}
+    superseded: dict[int, int] = {}
+    count = 0
+    for index, message in enumerate(messages):
+        if message.get("role") != "tool":
+            continue
+        info = calls.get(message["tool_call_id"])
+        target = read_target(info)
+        if target is not None and not looks_like_error(message):
+            for ordinal, earlier in reads.get((target.tool, target.path), ()):
+                if ordinal not in superseded and target.covers(earlier):
+                    superseded[ordinal] = index
+        chars = content_chars(message.get("content"))
+        if not is_observation(info) or chars < ctx.config.min_chars or is_stub(message.get("content")):
+            continue
+        if index <= protected:
+            count += 1
+            continue
+        if target is not None:
+            reads.setdefault((target.tool, target.path), []).append((len(found), target))
+        found.append([index, info.name if info is not None else None, info, None])
+    for ordinal, later in superseded.items():
+        found[ordinal][3] = later
+    return [tuple(c) for c in found], count
+
+
+@PROPERTY
+@given(messages=_reading_loops())
+def test_the_protected_catalogue_is_the_one_a_protected_scan_finds(messages: list[dict[str, Any]]) -> None:
+    """`catalogue` with a breakpoint respected is taken from the request's whole catalogue (made
+    once for both shrinking attempts): the same candidates, supersessions and protected count as a
+    scan that skips the protected results, and the whole one when the breakpoint is lifted."""
+    ctx = Context(
+        config=GovernanceConfig(compactable_tools="*"),
+        profile=PROFILES["permissive"],
+        counter=TokenCounter("o200k_base", TokenCache(1_000)),
+    )
+    protected = catalogue(messages, ctx)
+    lifted = catalogue(messages, ctx.with_(ignore_breakpoints=True))
+    expected, count = _protected_catalogue(messages, ctx)
+    assert [(c.index, c.name, c.call, c.superseded_by) for c in protected.candidates] == expected
+    assert protected.protected == count
+    assert lifted.protected == 0 and len(lifted.candidates) == len(expected) + count
+    assert (protected.newest, protected.large_uncompacted) == (lifted.newest, lifted.large_uncompacted)
+
+
+def test_a_request_names_its_calls_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Claude Code body cut at a small window: both shrinking attempts and the note of cut turns
+    read the calls of one list; they are named once (three times before `Context.calls_by_id`)."""
+    named: list[int] = []
+
+    def counted(messages: Any) -> Any:
+        named.append(len(messages))
+        return calls_by_id(messages)
+
+    monkeypatch.setattr(_calls, "calls_by_id", counted)
+    governed = govern_request(_bodies(300, seed=2)["anthropic"], config=GovernanceConfig(context_window_tokens=32_768))
+    assert governed.report.steps.get("snipped") and governed.report.steps.get("compacted")
+    assert len(named) == 1

@@ -128,7 +128,7 @@ def test_proxy_config_example(proxy_factory: ProxyFactory, upstream: RecordingUp
 def test_proxy_latency_benchmark_runs() -> None:
     """bench/proxy_latency.py --quick starts both proxies and prints its table (no timing is asserted)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "proxy_latency.py"), "--quick"],
+        [sys.executable, str(ROOT / "bench" / "proxy_latency.py"), "--quick", "--fast-start"],
         cwd=ROOT,
         capture_output=True,
         text=True,
