@@ -9,13 +9,16 @@ with the same models, one with the plugin and one without, and sends each the sa
 alternating between them: agent loops of 50- and 400-message chat histories, and 400-message
 Claude Code (`/v1/messages` to an Anthropic deployment) and Codex (`/v1/responses` to an OpenAI
 deployment) sessions, each turn the previous history plus one new tool round (what agents send).
-Reports start-up times, and per loop the median client-side latency with and without the plugin
-and the difference.
+Reports start-up times, and per loop the median client-side latency with and without the plugin,
+the difference, and the plugin's own time per governing pass in that proxy (its
+``litellm_governance_latency_seconds`` histogram, read in the proxy by `bench.pass_probe`, loaded
+into both proxies alike): the mean over the loop's turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -56,6 +59,28 @@ def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
     return {"model_list": models, "litellm_settings": settings}
 
 
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = "bench.pass_probe.handler"
+
+
+def probed(settings: dict[str, object]) -> dict[str, object]:
+    """`settings` with `bench.pass_probe` loaded too (into both proxies: each pays for it alike)."""
+    litellm_settings: dict[str, object] = dict(settings["litellm_settings"])  # type: ignore[call-overload]
+    own = litellm_settings.get("callbacks")
+    litellm_settings["callbacks"] = [*([own] if isinstance(own, str) else []), PROBE]
+    return {**settings, "litellm_settings": litellm_settings}
+
+
+def passes(directory: Path, proxy: ProxyProcess, fmt: str) -> tuple[float, float]:
+    """(seconds, passes) the plugin has recorded for `fmt` in `proxy` so far (0, 0: none)."""
+    path = directory / f"{proxy.process.pid}.json"
+    try:
+        found = json.loads(path.read_text()).get(fmt) or (0.0, 0.0)
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return float(found[0]), float(found[1])
+
+
 # (label, route, model group, session size, body from a chat session)
 def _chat(session: list[dict[str, Any]]) -> dict[str, Any]:
     return {"messages": session, "tools": make_tools(), "max_tokens": 1024}
@@ -69,16 +94,17 @@ def _codex(session: list[dict[str, Any]]) -> dict[str, Any]:
     return {**to_codex(session), "max_output_tokens": 1024}
 
 
-# (label, route, model group, session size, body from a chat session). The -1m groups have a window
-# nothing overflows: both proxies forward the same request, so the difference is the plugin's own time.
+# (label, route, model group, session size, body from a chat session, the plugin's format). The -1m
+# groups have a window nothing overflows: both proxies forward the same request, so the difference is
+# the plugin's own time.
 LOOPS = (
-    ("chat, 32k", "/v1/chat/completions", "glm", 50, _chat),
-    ("chat, 32k", "/v1/chat/completions", "glm", 400, _chat),
-    ("/v1/messages, 32k", "/v1/messages", "claude", 400, _claude),
-    ("/v1/responses, 32k", "/v1/responses", "gpt", 400, _codex),
-    ("chat, 1M (no cut)", "/v1/chat/completions", "glm-1m", 400, _chat),
-    ("/v1/messages, 1M (no cut)", "/v1/messages", "claude-1m", 400, _claude),
-    ("/v1/responses, 1M (no cut)", "/v1/responses", "gpt-1m", 400, _codex),
+    ("chat, 32k", "/v1/chat/completions", "glm", 50, _chat, "chat"),
+    ("chat, 32k", "/v1/chat/completions", "glm", 400, _chat, "chat"),
+    ("/v1/messages, 32k", "/v1/messages", "claude", 400, _claude, "anthropic"),
+    ("/v1/responses, 32k", "/v1/responses", "gpt", 400, _codex, "responses"),
+    ("chat, 1M (no cut)", "/v1/chat/completions", "glm-1m", 400, _chat, "chat"),
+    ("/v1/messages, 1M (no cut)", "/v1/messages", "claude-1m", 400, _claude, "anthropic"),
+    ("/v1/responses, 1M (no cut)", "/v1/responses", "gpt-1m", 400, _codex, "responses"),
 )
 
 
@@ -91,6 +117,38 @@ def timed(proxy: ProxyProcess, route: str, body: dict[str, object]) -> float:
     return elapsed
 
 
+def _loop(
+    loop: tuple[Any, ...],
+    turns: int,
+    *,
+    proxies: tuple[ProxyProcess, ProxyProcess],
+    upstream: RecordingUpstream,
+    probe: Path,
+) -> tuple[Any, ...]:
+    """One agent loop through both proxies (with the plugin, without), alternating: its row of the table."""
+    label, route, group, size, make_body, fmt = loop
+    with_plugin, without = proxies
+    history = make_session(size, seed=size)
+    for proxy in (with_plugin, without):  # warm both (the plugin loads its tokenizer once)
+        timed(proxy, route, {"model": group, **make_body(history)})
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    received: dict[str, int] = {}
+    time.sleep(0.2)  # the warm-up's log events (the probe writes there)
+    spent, count = passes(probe, with_plugin, fmt)
+    for turn in range(turns):
+        history = next_round(history, seed=size)
+        body = {"model": group, **make_body(history)}
+        order = [("with", with_plugin), ("without", without)]
+        for name, proxy in order if turn % 2 else order[::-1]:
+            times[name].append(timed(proxy, route, body))
+            last = upstream.requests[-1].body or {}
+            received[name] = len(last.get("messages") or last.get("input") or [])
+    time.sleep(0.2)
+    spent_after, count_after = passes(probe, with_plugin, fmt)
+    mean_pass = (spent_after - spent) / (count_after - count) if count_after > count else None
+    return label, size, len(history), times, (received["with"], received["without"]), mean_pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="5 turns per size instead of 40")
@@ -100,47 +158,47 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fast = args.fast_start
     turns = 5 if args.quick else 40
-    rows = []
-    with (
-        RecordingUpstream() as upstream,
-        tempfile.TemporaryDirectory() as tmp,
-        start_proxy(config(upstream, True), workdir=Path(tmp) / "with", name="with", fast_start=fast) as with_plugin,
-        start_proxy(config(upstream, False), workdir=Path(tmp) / "without", name="without", fast_start=fast) as without,
-    ):
-        startup = (with_plugin.startup_seconds, without.startup_seconds)
-        for label, route, group, size, make_body in LOOPS:
-            history = make_session(size, seed=size)
-            for proxy in (with_plugin, without):  # warm both (the plugin loads its tokenizer once)
-                timed(proxy, route, {"model": group, **make_body(history)})
-            times: dict[str, list[float]] = {"with": [], "without": []}
-            received: dict[str, int] = {}
-            for turn in range(turns):
-                history = next_round(history, seed=size)
-                body = {"model": group, **make_body(history)}
-                order = [("with", with_plugin), ("without", without)]
-                for name, proxy in order if turn % 2 else order[::-1]:
-                    times[name].append(timed(proxy, route, body))
-                    last = upstream.requests[-1].body or {}
-                    received[name] = len(last.get("messages") or last.get("input") or [])
-            rows.append((label, size, len(history), times, (received["with"], received["without"])))
+    with RecordingUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp)
+        options: dict[str, Any] = {
+            "fast_start": fast,
+            "pythonpath": [ROOT],
+            "extra_env": {"PASS_PROBE_DIR": str(probe)},
+        }
+        with (
+            start_proxy(probed(config(upstream, True)), workdir=probe / "with", name="with", **options) as with_plugin,
+            start_proxy(
+                probed(config(upstream, False)), workdir=probe / "without", name="without", **options
+            ) as without,
+        ):
+            startup = (with_plugin.startup_seconds, without.startup_seconds)
+            rows = [
+                _loop(loop, turns, proxies=(with_plugin, without), upstream=upstream, probe=probe) for loop in LOOPS
+            ]
     print(f"Proxy latency: {turns} agent-loop turns per loop, deployments with a 32k or a 1M-token window")
     flags = (" --quick" if args.quick else "") + (" --fast-start" if fast else "")
     print(f"command: python bench/proxy_latency.py{flags}\n")
     forked = " (forked from one LiteLLM import: --fast-start)" if fast else ""
     print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without{forked}\n")
-    print("| route | history (chat messages) | with plugin | without | added | received (with / without) |")
-    print("|---|---:|---:|---:|---:|---|")
-    for label, size, length, times, received in rows:
+    print(
+        "| route | history (chat messages) | with plugin | without | added | the plugin's pass (mean) "
+        "| received (with / without) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for label, size, length, times, received, mean_pass in rows:
         with_ms = statistics.median(times["with"]) * 1000
         without_ms = statistics.median(times["without"]) * 1000
+        own = f"{mean_pass * 1000:.1f} ms" if mean_pass is not None else "n/a"
         print(
             f"| {label} | {size}→{length} | {with_ms:.1f} ms | {without_ms:.1f} ms | "
-            f"{with_ms - without_ms:+.1f} ms | {received[0]} / {received[1]} |"
+            f"{with_ms - without_ms:+.1f} ms | {own} | {received[0]} / {received[1]} |"
         )
     print("\nMedians of client-side round trips on loopback; the upstream answers at once, so the")
     print("difference is the plugin's share (both hooks) of a request's time in the proxy. Histories grow")
     print("by one tool round per turn. Where the plugin snips, the proxy then forwards a smaller request,")
-    print("which saves some of the time the plugin spends.")
+    print("which saves some of the time the plugin spends. The plugin's pass: its own histogram")
+    print("(litellm_governance_latency_seconds) in the proxy, mean over the loop's turns (n/a without")
+    print("prometheus_client).")
     return 0
 
 

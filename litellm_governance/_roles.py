@@ -36,6 +36,7 @@ from typing import Final
 from ._context import BRIDGE_CONTENT, Context, StepResult, synthetic_user
 from ._messages import (
     ORIGIN,
+    TEXT_PARTS,
     TRACE,
     Message,
     is_blank_part,
@@ -79,8 +80,16 @@ class EnforceRoles:
 
 
 def _without_blank_parts(content: object) -> object:
-    if isinstance(content, list) and any(is_blank_part(part) for part in content):
-        return [part for part in content if not is_blank_part(part)]
+    if isinstance(content, list):
+        for part in content:  # a plain loop, the common blocks decided inline: it runs on every message
+            if type(part) is dict:
+                if part.get("type") not in TEXT_PARTS:
+                    continue
+                text = part.get("text")
+                if type(text) is str and text and not text.isspace():
+                    continue
+            if is_blank_part(part):
+                return [part for part in content if not is_blank_part(part)]
     return content
 
 

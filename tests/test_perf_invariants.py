@@ -20,10 +20,11 @@ from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info, calls_by_id, is_stub, looks_like_error
 from litellm_governance._context import Context
 from litellm_governance._ledger import Ledger
-from litellm_governance._messages import content_chars
+from litellm_governance._messages import content_chars, is_blank_part
 from litellm_governance._microcompact import catalogue
 from litellm_governance._reads import is_observation, read_target
 from litellm_governance._responses import ResponsesOutline
+from litellm_governance._roles import _without_blank_parts
 from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint
 
 from .builders import assistant, call, long_text, result, user
@@ -372,3 +373,31 @@ def test_a_request_names_its_calls_once(monkeypatch: pytest.MonkeyPatch) -> None
     governed = govern_request(_bodies(300, seed=2)["anthropic"], config=GovernanceConfig(context_window_tokens=32_768))
     assert governed.report.steps.get("snipped") and governed.report.steps.get("compacted")
     assert len(named) == 1
+
+
+_PARTS = st.lists(
+    st.one_of(
+        st.sampled_from(["", " ", "\n", "text"]),
+        st.fixed_dictionaries(
+            {
+                "type": st.sampled_from(["text", "input_text", "output_text", "image", "tool_use", None]),
+                "text": st.one_of(st.none(), st.sampled_from(["", "  ", "\t\n", "words", " x "]), st.integers()),
+            }
+        ),
+        st.fixed_dictionaries({"type": st.just("text")}),  # no "text" at all
+        st.integers(),
+    ),
+    max_size=6,
+)
+
+
+@given(content=st.one_of(_PARTS, st.none(), st.sampled_from(["", " ", "text"])))
+def test_blank_parts_dropped_as_the_plain_rule_says(content: Any) -> None:
+    """The role rules' scan for blank text parts (a loop deciding the common blocks inline, as it runs
+    on every message) drops exactly the parts `is_blank_part` names, and returns the content itself
+    when there are none."""
+    cleaned = _without_blank_parts(content)
+    if isinstance(content, list) and any(is_blank_part(part) for part in content):
+        assert cleaned == [part for part in content if not is_blank_part(part)]
+    else:
+        assert cleaned is content
