@@ -16,6 +16,14 @@ machine the least disturbed run of each says more than a median).
 ``--check`` times nothing: it asserts that both commits write the same request body (as JSON) and
 the same report, per format, cold and warm, at windows of 1M, 128k, 32k and 16k tokens, and over a
 few growing sessions, so that a speed-up cannot change a byte the provider's prompt cache reads.
+
+    python bench/ab.py --against ceed9cf --check --fuzz 2000
+
+``--fuzz N`` adds N generated requests (seeded, the same on every run) that the bench sessions rarely
+hold: short tool loops reading the same few files with and without ranges (reads that supersede
+others), failing calls, ``cache_control`` breakpoints on results and user turns, for GPT-4o, GLM
+(strict roles) and Claude, as chat, Anthropic Messages and Responses bodies, at windows from 1,500
+tokens (everything cut) to 1M, with and without ``cache_stable``, at several ``keep_recent``.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import argparse
 import importlib
 import io
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -125,6 +134,131 @@ def check(packages: dict[str, ModuleType], n: int) -> int:
     return 0
 
 
+_FUZZ_PATHS = ("a.py", "b.py", "src/c.py")
+_FUZZ_MODELS = ("openai/gpt-4o", "zai/glm-4.6", "anthropic/claude-sonnet-4-5-20250929")
+
+
+def _fuzz_loop(rng: random.Random) -> list[dict[str, Any]]:
+    """A chat tool loop for `--fuzz` (module doc)."""
+    breakpoint_ = {"type": "ephemeral"}
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    messages.append({"role": "user", "content": "Fix the failing test."})
+    for turn in range(rng.randint(1, 18)):
+        calls = []
+        for n in range(rng.randint(1, 3)):
+            tool = rng.choice(("read_file", "Read", "exec", "grep"))
+            arguments: dict[str, Any] = {"file_path" if tool == "Read" else "path": rng.choice(_FUZZ_PATHS)}
+            if rng.random() < 0.5:
+                arguments["offset"] = rng.choice((0, 10, 50))
+            if rng.random() < 0.5:
+                arguments["limit"] = rng.choice((10, 100))
+            calls.append(
+                {
+                    "id": f"c{turn}_{n}",
+                    "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(arguments)},
+                }
+            )
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for call in calls:
+            text = rng.choice(("line of file\n" * rng.randint(30, 900), "ok", "Error: no such file"))
+            content: Any = text
+            if rng.random() < 1 / 7:
+                content = [{"type": "text", "text": text, "cache_control": breakpoint_}]
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+        if rng.random() < 0.25:
+            part: dict[str, Any] = {"type": "text", "text": rng.choice(("go on", "done", "   "))}
+            if rng.random() < 0.5:
+                part["cache_control"] = breakpoint_
+            messages.append({"role": "user", "content": [part]})
+    if rng.random() < 0.5:
+        messages.append({"role": "user", "content": "next"})
+    return messages
+
+
+def _as_anthropic(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A `_fuzz_loop` as an Anthropic Messages body (results and user text folded into user turns)."""
+    out: list[dict[str, Any]] = []
+    for message in messages[1:]:
+        if message["role"] == "assistant":
+            blocks = [
+                {
+                    "type": "tool_use",
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "input": json.loads(c["function"]["arguments"]),
+                }
+                for c in message["tool_calls"]
+            ]
+            out.append({"role": "assistant", "content": blocks})
+            continue
+        if message["role"] == "tool":
+            blocks = [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}]
+        else:
+            content = message["content"]
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if out and out[-1]["role"] == "user":
+            out[-1] = {"role": "user", "content": out[-1]["content"] + blocks}
+        else:
+            out.append({"role": "user", "content": blocks})
+    return {"system": messages[0]["content"], "max_tokens": 100, "messages": out}
+
+
+def _as_responses(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A `_fuzz_loop` as a Responses body (calls and outputs as items)."""
+    items: list[dict[str, Any]] = []
+    for message in messages[1:]:
+        if message["role"] == "assistant":
+            for c in message["tool_calls"]:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": c["id"],
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                    }
+                )
+        elif message["role"] == "tool":
+            content = message["content"]
+            output = content if isinstance(content, str) else content[0]["text"]
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"], "output": output})
+        else:
+            content = message["content"]
+            text = content if isinstance(content, str) else content[0]["text"]
+            items.append({"role": "user", "content": [{"type": "input_text", "text": text}]})
+    return {"instructions": messages[0]["content"], "max_output_tokens": 100, "input": items}
+
+
+def fuzz(packages: dict[str, ModuleType], count: int, seed: int = 0) -> int:
+    """Assert the same body and report from every package on `count` generated requests (module doc)."""
+    rng = random.Random(seed)
+    for case in range(count):
+        messages = _fuzz_loop(rng)
+        fmt = rng.choice(("chat", "anthropic", "responses"))
+        model = rng.choice(_FUZZ_MODELS)
+        if fmt == "chat":
+            body: dict[str, Any] = {"messages": messages, "max_tokens": 100}
+        else:
+            body = _as_anthropic(messages) if fmt == "anthropic" else _as_responses(messages)
+        body["model"] = model
+        options = {
+            "context_window_tokens": rng.choice((1_500, 3_000, 6_000, 12_000, 1_000_000)),
+            "max_output_tokens": 100,
+            "safety_buffer_tokens": 50,
+            "keep_recent": rng.choice((0, 1, 3, 10)),
+            "cache_stable": rng.random() < 0.5,
+            "compact_batch": rng.choice((None, 1, 3)),
+            "respect_cache_control": rng.random() < 0.7,
+        }
+        seen = []
+        for package in packages.values():
+            governed = package.govern_request(json.loads(json.dumps(body)), config=package.GovernanceConfig(**options))
+            seen.append(json.dumps([governed.request, governed.report.to_dict()], sort_keys=True, default=repr))
+        assert all(one == seen[0] for one in seen), f"generated request {case} ({fmt}, {model}, {options}) differs"
+    print(f"identical: {count} generated requests (seed {seed})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--against", required=True, help="the earlier commit (any git revision)")
@@ -132,11 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--check", action="store_true", help="assert identical output instead of timing")
+    parser.add_argument("--fuzz", type=int, default=0, metavar="N", help="with --check: N generated requests too")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         packages = {"before": load_before(args.against, Path(tmp)), "after": litellm_governance}
         if args.check:
-            return check(packages, args.messages)
+            return check(packages, args.messages) or (fuzz(packages, args.fuzz) if args.fuzz else 0)
         timed = speed.interleave(measures(packages, args.messages, args.window), reps=args.reps)
     med = {key: statistics.median(values) for key, values in timed.items()}
     low = {key: min(values) for key, values in timed.items()}  # the least disturbed repetition

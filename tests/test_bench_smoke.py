@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +132,52 @@ def test_collector_bench_counts_the_collections_per_mode(capsys: pytest.CaptureF
     arguments = ["--requests", "5", "--formats", "anthropic", "--session", "30", "--plain-heap", "--modes", "held off"]
     assert collector.main(arguments) == 0
     assert "| anthropic | held off |" in capsys.readouterr().out
+
+
+def test_ab_check_and_fuzz_compare_two_commits() -> None:
+    """bench/ab.py --check --fuzz imports the last commit's package beside the working tree's and
+    finds them writing the same bodies and reports (what every speed-up is held to); a generated
+    request they disagree on fails it (`bench.ab.fuzz`, fed a package that drops a message)."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from bench import ab
+
+    root = Path(__file__).resolve().parent.parent
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, check=False).returncode:
+        pytest.skip("not a git checkout: bench/ab.py compares commits")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(root / "bench" / "ab.py"),
+            "--against",
+            "HEAD",
+            "--check",
+            "--fuzz",
+            "40",
+            "--messages",
+            "40",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "identical: 40 generated requests" in done.stdout and "requests (formats x sessions" in done.stdout
+
+    import litellm_governance
+
+    def dropping(request: dict[str, Any], **options: Any) -> Any:
+        governed = litellm_governance.govern_request(request, **options)
+        body = dict(governed.request)
+        for key in ("messages", "input"):
+            if isinstance(body.get(key), list) and len(body[key]) > 1:
+                body[key] = body[key][:-1]
+        return SimpleNamespace(request=body, report=governed.report)
+
+    broken = SimpleNamespace(govern_request=dropping, GovernanceConfig=litellm_governance.GovernanceConfig)
+    with pytest.raises(AssertionError, match="generated request 0"):
+        ab.fuzz({"after": litellm_governance, "broken": broken}, 5)  # type: ignore[dict-item]
