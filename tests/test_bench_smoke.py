@@ -6,6 +6,8 @@ Tiny sessions, one repetition: this checks that the benchmark works, never how f
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,25 +90,30 @@ def test_summary_bench_runs_and_the_summaries_keep_the_prompt_cache(capsys: pyte
     assert rolling[0] >= note_only[0] - 0.005
 
 
-def test_metrics_benchmark_prints_its_table() -> None:
-    """bench/metrics.py --quick measures the metrics' cost per request, in one process and in
-    multi-process mode, and prints its table (no timing is asserted)."""
-    import subprocess
-    import sys
+ROOT = Path(__file__).resolve().parent.parent
 
-    pytest.importorskip("prometheus_client")
-    root = Path(__file__).resolve().parent.parent
+
+def _bench(script: str, *arguments: str) -> str:
+    """The output of ``python bench/<script> ARGUMENTS`` from the repository root (it must exit 0)."""
     done = subprocess.run(
-        [sys.executable, str(root / "bench" / "metrics.py"), "--quick"],
-        cwd=root,
+        [sys.executable, str(ROOT / "bench" / script), *arguments],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| one process |" in done.stdout and "| PROMETHEUS_MULTIPROC_DIR (multi-worker) |" in done.stdout
-    assert "metric calls per request:" in done.stdout
+    return done.stdout
+
+
+def test_metrics_benchmark_prints_its_table() -> None:
+    """bench/metrics.py --quick measures the metrics' cost per request, in one process and in
+    multi-process mode, and prints its table (no timing is asserted)."""
+    pytest.importorskip("prometheus_client")
+    out = _bench("metrics.py", "--quick")
+    assert "| one process |" in out and "| PROMETHEUS_MULTIPROC_DIR (multi-worker) |" in out
+    assert "metric calls per request:" in out
 
 
 def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,35 +145,14 @@ def test_ab_check_and_fuzz_compare_two_commits() -> None:
     """bench/ab.py --check --fuzz imports the last commit's package beside the working tree's and
     finds them writing the same bodies and reports (what every speed-up is held to); a generated
     request they disagree on fails it (`bench.ab.fuzz`, fed a package that drops a message)."""
-    import subprocess
-    import sys
     from types import SimpleNamespace
 
     from bench import ab
 
-    root = Path(__file__).resolve().parent.parent
-    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, check=False).returncode:
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, check=False).returncode:
         pytest.skip("not a git checkout: bench/ab.py compares commits")
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(root / "bench" / "ab.py"),
-            "--against",
-            "HEAD",
-            "--check",
-            "--fuzz",
-            "40",
-            "--messages",
-            "40",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "identical: 40 generated requests" in done.stdout and "requests (formats x sessions" in done.stdout
+    out = _bench("ab.py", "--against", "HEAD", "--check", "--fuzz", "40", "--messages", "40")
+    assert "identical: 40 generated requests" in out and "requests (formats x sessions" in out
 
     import litellm_governance
 
