@@ -52,7 +52,10 @@ class ProxyProcess(testing.ProxyProcess):
             text = self.payload_log.read_text()
         except FileNotFoundError:
             return []
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        # Only whole lines: the proxy may be writing the next one as this reads (a line without its
+        # newline yet is a record still being written).
+        complete = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     def wait_for_payloads(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Poll until the payload sink has at least ``count`` records (logging is asynchronous)."""

@@ -177,3 +177,16 @@ def test_recording_upstream_endpoints() -> None:
         assert len(server.bodies()) == 3 and len(server.bodies("bad")) == 1
         server.clear()
         assert server.requests == []
+
+
+def test_payload_records_being_written_are_not_read_yet(tmp_path: Any) -> None:
+    """The sink appends a record while a test polls the file: a last line without its newline is a
+    record still being written (a test once failed decoding half of one), not yet a record."""
+    from types import SimpleNamespace
+
+    log = tmp_path / "payloads.jsonl"
+    whole = json.dumps({"event": "success", "end_user": "a"})
+    log.write_text(whole + "\n" + whole[:20])
+    assert ProxyProcess.payloads(SimpleNamespace(payload_log=log)) == [json.loads(whole)]  # type: ignore[arg-type]
+    log.write_text(whole + "\n" + whole + "\n")
+    assert len(ProxyProcess.payloads(SimpleNamespace(payload_log=log))) == 2  # type: ignore[arg-type]
