@@ -138,8 +138,8 @@ _FUZZ_PATHS = ("a.py", "b.py", "src/c.py")
 _FUZZ_MODELS = ("openai/gpt-4o", "zai/glm-4.6", "anthropic/claude-sonnet-4-5-20250929")
 
 
-def _fuzz_loop(rng: random.Random) -> list[dict[str, Any]]:
-    """A chat tool loop for `--fuzz` (module doc)."""
+def fuzz_loop(rng: random.Random) -> list[dict[str, Any]]:
+    """A chat tool loop for `--fuzz` (module doc; the tests draw them too, with Hypothesis's `randoms`)."""
     breakpoint_ = {"type": "ephemeral"}
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
     messages.append({"role": "user", "content": "Fix the failing test."})
@@ -177,7 +177,10 @@ def _fuzz_loop(rng: random.Random) -> list[dict[str, Any]]:
 
 
 def _as_anthropic(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """A `_fuzz_loop` as an Anthropic Messages body (results and user text folded into user turns)."""
+    """A `fuzz_loop` as an Anthropic Messages body (results and user text folded into user turns). Not
+    `bench.agent_shapes.to_claude_code`: that one dresses a session as Claude Code sends it (string
+    user turns, its own breakpoint on the newest message, ``call_`` ids renamed), which would drop the
+    breakpoints and blank parts placed here."""
     out: list[dict[str, Any]] = []
     for message in messages[1:]:
         if message["role"] == "assistant":
@@ -205,7 +208,8 @@ def _as_anthropic(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _as_responses(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """A `_fuzz_loop` as a Responses body (calls and outputs as items)."""
+    """A `fuzz_loop` as a Responses body (calls and outputs as items; not `bench.agent_shapes.to_codex`,
+    which turns every call into Codex's ``shell`` and so leaves no reads to supersede)."""
     items: list[dict[str, Any]] = []
     for message in messages[1:]:
         if message["role"] == "assistant":
@@ -233,7 +237,7 @@ def fuzz(packages: dict[str, ModuleType], count: int, seed: int = 0) -> int:
     """Assert the same body and report from every package on `count` generated requests (module doc)."""
     rng = random.Random(seed)
     for case in range(count):
-        messages = _fuzz_loop(rng)
+        messages = fuzz_loop(rng)
         fmt = rng.choice(("chat", "anthropic", "responses"))
         model = rng.choice(_FUZZ_MODELS)
         if fmt == "chat":

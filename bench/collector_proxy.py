@@ -4,7 +4,7 @@
     python bench/collector_proxy.py --turns 20 --route chat
 
 Starts a local upstream and two real ``litellm --config`` proxies, one with the plugin and one
-without, both with `bench.gc_probe` (a callback counting every collection the proxy runs), and sends
+without, both with `bench.proxy_probes.collections` (a callback counting every collection the proxy runs), and sends
 both the same agent loop: a 400-message session growing by one tool round per turn, on a
 deployment with a window nothing overflows (so both forward the same request), alternating which
 proxy goes first. Prints per proxy the collections of each generation and the time they took, and
@@ -22,12 +22,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
 
 from bench.proxy_latency import _chat, _claude, _codex, config, timed
+from bench.proxy_probes import DIR_ENV, read
 from bench.sessions import make_session, next_round
 from litellm_governance.testing import RecordingUpstream, start_proxy
 
@@ -48,12 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     route, group, make_body = ROUTES[args.route]
     with RecordingUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
-        env = {"GC_PROBE_DIR": tmp}
+        env = {DIR_ENV: tmp}
         proxies = {}
         for name, plugin in (("with plugin", True), ("without", False)):
             settings = config(upstream, plugin)
             callbacks = ["litellm_governance.proxy_handler_instance"] if plugin else []
-            settings["litellm_settings"]["callbacks"] = [*callbacks, "bench.gc_probe.handler"]  # type: ignore[index]
+            settings["litellm_settings"]["callbacks"] = [*callbacks, "bench.proxy_probes.collections"]  # type: ignore[index]
             workdir = Path(tmp) / name.replace(" ", "-")
             fast = args.fast_start
             proxies[name] = start_proxy(
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name in order:
                     times[name].append(timed(proxies[name], route, body))
             time.sleep(1)  # the last request's log event
-            found = {name: json.loads((Path(tmp) / f"{p.process.pid}.json").read_text()) for name, p in proxies.items()}
+            found = {name: read(Path(tmp), p.process.pid, "collections") for name, p in proxies.items()}
         finally:
             for proxy in proxies.values():
                 proxy.stop()

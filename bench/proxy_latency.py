@@ -11,14 +11,13 @@ Claude Code (`/v1/messages` to an Anthropic deployment) and Codex (`/v1/response
 deployment) sessions, each turn the previous history plus one new tool round (what agents send).
 Reports start-up times, and per loop the median client-side latency with and without the plugin,
 the difference, and the plugin's own time per governing pass in that proxy (its
-``litellm_governance_latency_seconds`` histogram, read in the proxy by `bench.pass_probe`, loaded
+``litellm_governance_latency_seconds`` histogram, read in the proxy by `bench.proxy_probes`, loaded
 into both proxies alike): the mean over the loop's turns.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,6 +30,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent_shapes import to_claude_code, to_codex
+from bench.proxy_probes import DIR_ENV, read
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy
 
@@ -60,11 +60,11 @@ def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
 
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBE = "bench.pass_probe.handler"
+PROBE = "bench.proxy_probes.passes"
 
 
 def probed(settings: dict[str, object]) -> dict[str, object]:
-    """`settings` with `bench.pass_probe` loaded too (into both proxies: each pays for it alike)."""
+    """`settings` with `bench.proxy_probes.passes` loaded too (into both proxies: each pays for it alike)."""
     litellm_settings: dict[str, object] = dict(settings["litellm_settings"])  # type: ignore[call-overload]
     own = litellm_settings.get("callbacks")
     litellm_settings["callbacks"] = [*([own] if isinstance(own, str) else []), PROBE]
@@ -73,11 +73,7 @@ def probed(settings: dict[str, object]) -> dict[str, object]:
 
 def passes(directory: Path, proxy: ProxyProcess, fmt: str) -> tuple[float, float]:
     """(seconds, passes) the plugin has recorded for `fmt` in `proxy` so far (0, 0: none)."""
-    path = directory / f"{proxy.process.pid}.json"
-    try:
-        found = json.loads(path.read_text()).get(fmt) or (0.0, 0.0)
-    except (OSError, ValueError):
-        return 0.0, 0.0
+    found = (read(directory, proxy.process.pid, "passes") or {}).get(fmt) or (0.0, 0.0)
     return float(found[0]), float(found[1])
 
 
@@ -163,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         options: dict[str, Any] = {
             "fast_start": fast,
             "pythonpath": [ROOT],
-            "extra_env": {"PASS_PROBE_DIR": str(probe)},
+            "extra_env": {DIR_ENV: str(probe)},
         }
         with (
             start_proxy(probed(config(upstream, True)), workdir=probe / "with", name="with", **options) as with_plugin,

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.ab import fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import PROFILES, GovernanceConfig, _calls, govern_request
@@ -27,8 +28,6 @@ from litellm_governance._responses import ResponsesOutline
 from litellm_governance._roles import _without_blank_parts
 from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint
 
-from .builders import assistant, call, long_text, result, user
-from .builders import system as system_prompt
 from .test_formats import PROPERTY, anthropic_conversations, text, tool_result, tool_use
 
 WINDOWS = (1_000_000, 32_768)
@@ -278,35 +277,6 @@ def test_replay_saving_is_what_the_ledger_would_find(fmt: str, window: int, monk
 
 # ---- what a request computes once (Context.memo) -------------------------------------------------
 
-_PATHS = st.sampled_from(["a.py", "b.py", "src/c.py"])
-_BREAKPOINT = {"type": "ephemeral"}
-
-
-@st.composite
-def _reading_loops(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Chat tool loops that read the same few files (with and without ranges, some failing), with
-    ``cache_control`` breakpoints on results and user messages: supersessions and protection."""
-    messages: list[dict[str, Any]] = [system_prompt(), user()]
-    for turn in range(draw(st.integers(1, 14))):
-        calls = []
-        for n in range(draw(st.integers(1, 3))):
-            tool = draw(st.sampled_from(["read_file", "Read", "exec"]))
-            arguments: dict[str, Any] = {"file_path" if tool == "Read" else "path": draw(_PATHS)}
-            if draw(st.booleans()):
-                arguments["offset"] = draw(st.sampled_from([0, 10, 50]))
-            if draw(st.booleans()):
-                arguments["limit"] = draw(st.sampled_from([10, 100]))
-            calls.append(call(f"c{turn}_{n}", tool, **arguments))
-        messages.append(assistant(None, *calls))
-        for one in calls:
-            content: Any = draw(st.sampled_from([long_text(900), long_text(2_400), "ok", "Error: no such file"]))
-            if draw(st.integers(0, 5)) == 0:
-                content = [{"type": "text", "text": content, "cache_control": _BREAKPOINT}]
-            messages.append(result(one["id"], content))
-        if draw(st.integers(0, 3)) == 0:
-            messages.append(user([{"type": "text", "text": "go on", "cache_control": _BREAKPOINT}]))
-    return messages
-
 
 def _protected_catalogue(messages: list[dict[str, Any]], ctx: Context) -> tuple[list[tuple[Any, ...]], int]:
     """The reference: one scan that leaves out what the last breakpoint protects (how `catalogue`
@@ -341,11 +311,13 @@ def _protected_catalogue(messages: list[dict[str, Any]], ctx: Context) -> tuple[
 
 
 @PROPERTY
-@given(messages=_reading_loops())
+@given(messages=st.randoms(use_true_random=False).map(fuzz_loop))
 def test_the_protected_catalogue_is_the_one_a_protected_scan_finds(messages: list[dict[str, Any]]) -> None:
     """`catalogue` with a breakpoint respected is taken from the request's whole catalogue (made
     once for both shrinking attempts): the same candidates, supersessions and protected count as a
-    scan that skips the protected results, and the whole one when the breakpoint is lifted."""
+    scan that skips the protected results, and the whole one when the breakpoint is lifted. (The
+    loops of `bench/ab.py --fuzz`: files read again with and without ranges, failing calls,
+    breakpoints on results and user turns.)"""
     ctx = Context(
         config=GovernanceConfig(compactable_tools="*"),
         profile=PROFILES["permissive"],

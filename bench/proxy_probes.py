@@ -1,0 +1,96 @@
+"""LiteLLM callbacks the proxy benchmarks load into the proxies they start: each measures something
+inside the proxy and writes it, after every logged request, to ``$PROXY_PROBE_DIR/<pid>.<probe>.json``
+(nothing when the variable is unset); `read` gives it back to the bench.
+
+* ``bench.proxy_probes.collections`` (`bench/collector_proxy.py`): every run of the cyclic collector,
+  its generation and duration (count, seconds, longest per generation), and the heap's objects;
+* ``bench.proxy_probes.passes`` (`bench/proxy_latency.py`): the plugin's own measure of its passes,
+  the ``litellm_governance_latency_seconds`` histogram's sum and count per format, from
+  prometheus_client's registry in that process (empty without prometheus_client).
+
+Each is made on first access (a module ``__getattr__``, as LiteLLM resolves the dotted path), so a
+proxy that loads only ``passes`` does not time its collections.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DIR_ENV = "PROXY_PROBE_DIR"
+FORMATS = ("chat", "anthropic", "responses")
+
+
+def _probe(name: str, snapshot: Callable[[], object]) -> Any:
+    """A callback writing ``snapshot()`` after each logged request (LiteLLM imported only here: the
+    benches import this module for `read`)."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Probe(CustomLogger):
+        async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+            directory = os.environ.get(DIR_ENV)
+            if directory:
+                with open(os.path.join(directory, f"{os.getpid()}.{name}.json"), "w") as out:
+                    json.dump(snapshot(), out)
+
+    return Probe()
+
+
+def read(directory: Path, pid: int, probe: str) -> Any:
+    """What `probe` last wrote in the proxy process `pid` (None: nothing yet)."""
+    try:
+        return json.loads((directory / f"{pid}.{probe}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _collections() -> Any:
+    runs: dict[int, list[float]] = {0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0], 2: [0, 0.0, 0.0]}  # count, s, longest
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+            return
+        spent = time.perf_counter() - started[0]
+        found = runs[info["generation"]]
+        found[0] += 1
+        found[1] += spent
+        found[2] = max(found[2], spent)
+
+    gc.callbacks.append(timed)
+    return _probe("collections", lambda: {"runs": runs, "objects": len(gc.get_objects())})
+
+
+def _passes() -> Any:
+    def snapshot() -> dict[str, list[float]]:
+        try:
+            from prometheus_client import REGISTRY
+        except ImportError:
+            return {}
+        found = {}
+        for fmt in FORMATS:
+            total = REGISTRY.get_sample_value("litellm_governance_latency_seconds_sum", {"format": fmt})
+            count = REGISTRY.get_sample_value("litellm_governance_latency_seconds_count", {"format": fmt})
+            if total is not None and count is not None:
+                found[fmt] = [total, count]
+        return found
+
+    return _probe("passes", snapshot)
+
+
+_MADE: dict[str, Any] = {}
+_MAKERS = {"collections": _collections, "passes": _passes}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MAKERS:
+        raise AttributeError(name)
+    if name not in _MADE:
+        _MADE[name] = _MAKERS[name]()
+    return _MADE[name]
