@@ -171,3 +171,79 @@ def test_sdk_translated_call_applies_the_edits_and_answers_them(hooked: Recordin
     assert "OUT-0" not in json.dumps(body) and "OUT-2" in json.dumps(body)
     (applied,) = response["context_management"]["applied_edits"]
     assert applied["cleared_tool_uses"] == 2 and "warnings" not in applied
+
+
+class TestOneScanPerRequest:
+    """The proxy's two hooks need two facts of a history before governing it — its size (to govern a
+    big one off the event loop) and whether it holds compaction blocks — and get both from one walk
+    (`fields.scan_history`), which the deployment hook does not repeat on the history the pre-call pass
+    governed."""
+
+    COMPACTED = [
+        {"role": "user", "content": "Fix the parser."},
+        *tool_loop(3)[1:],
+        {"role": "assistant", "content": [{"type": "compaction", "content": "The parser fails on empty input."}]},
+        {"role": "user", "content": "Go on."},
+    ]
+
+    @staticmethod
+    def _both_hooks(body: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[int]]:
+        """The pre-call hook, then the deployment hook on what it passed on (as a proxy runs them, for a
+        group whose deployments the hook cannot see); the lengths of the histories scanned."""
+        from litellm_governance.integration import fields, hook, passes
+
+        scanned: list[int] = []
+
+        def counting(history: Any, fmt: Any) -> fields.HistoryScan:
+            scanned.append(len(history))
+            return fields.scan_history(history, fmt)
+
+        for module in (hook, passes, context_editing):
+            monkeypatch.setattr(module, "scan_history", counting)
+        governance = GovernanceHook()
+        data = {**body, "model": "zai/glm-4.6", "litellm_metadata": {}}
+        passed = asyncio.run(governance.async_pre_call_hook(None, None, data, "anthropic_messages")) or data
+        kwargs = {**passed, "model": "zai/glm-4.6"}
+        deployed = asyncio.run(governance.async_pre_call_deployment_hook(kwargs, "anthropic_messages")) or kwargs
+        return deployed, scanned
+
+    def test_a_proxied_request_is_scanned_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without it: the compaction check walked the history in each hook and the pass once more to size it."""
+        body = {"messages": tool_loop(40), "max_tokens": 1024}
+        deployed, scanned = self._both_hooks(body, monkeypatch)
+        assert scanned == [len(body["messages"])]
+        assert "result omitted from context" in json.dumps(deployed["messages"])  # governed (older results stubbed)
+
+    def test_compaction_the_pre_call_pass_left_is_replaced_by_the_deployment_hook(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A history holding a compaction block is scanned again after routing, and the block replaced for
+        the deployment that has no compaction (GLM: the summary as text, nothing before it)."""
+        deployed, scanned = self._both_hooks({"messages": self.COMPACTED, "max_tokens": 1024}, monkeypatch)
+        assert len(scanned) == 2
+        assert deployed["messages"][0] == {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "The parser fails on empty input."}],
+        }
+        assert deployed["messages"][1:] == self.COMPACTED[-1:]
+
+
+class TestScanHistory:
+    def test_size_and_compaction_per_format(self) -> None:
+        from litellm_governance.integration.fields import HistoryScan, scan_history
+
+        blocks = [{"type": "text", "text": "abc"}, {"type": "tool_result", "content": "de"}, {"type": "compaction"}]
+        assert scan_history([{"role": "user", "content": blocks}], "anthropic") == HistoryScan(5, True)
+        items = [{"type": "function_call_output", "output": "xyz"}, {"type": "compaction", "encrypted_content": "e"}]
+        assert scan_history(items, "responses") == HistoryScan(3, True)
+        # a compaction *block* inside a Responses message item is no compaction item
+        assert scan_history([{"type": "message", "content": blocks}], "responses") == HistoryScan(5, False)
+        assert scan_history("hello", "responses") == HistoryScan(5, False)
+        assert scan_history(None, "chat") == HistoryScan(0, False)
+
+    def test_odd_values_are_not_sized(self) -> None:
+        """A block whose text is a number made the size estimate raise (the pass then failed open, ungoverned)."""
+        from litellm_governance.integration.fields import HistoryScan, scan_history
+
+        odd = [{"role": "user", "content": [{"type": "text", "text": 5}, "bare", None]}, "not a message", 7]
+        assert scan_history(odd, "anthropic") == HistoryScan(0, False)

@@ -56,7 +56,7 @@ from .._context_editing import (
 from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
-from .fields import METADATA, call_id_of
+from .fields import METADATA, call_id_of, scan_history
 from .logonce import LogOnce, where
 from .reporting import logger
 from .routing import proxy_deployments, translated_later
@@ -126,14 +126,22 @@ def group_deployments(group: object, fmt: Format) -> list[tuple[Deployment, bool
 
 
 def prepare(
-    request: dict[str, Any], fmt: Format, targets: Callable[[], Sequence[tuple[Deployment, bool]]]
+    request: dict[str, Any],
+    fmt: Format,
+    targets: Callable[[], Sequence[tuple[Deployment, bool]]],
+    *,
+    compaction: bool | None = None,
 ) -> dict[str, Any] | None:
     """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
-    context edits, replace compaction blocks or items. The changed request (a copy), or None."""
+    context edits, replace compaction blocks or items. The changed request (a copy), or None.
+    `compaction` says whether the history holds compaction blocks or items, when the caller's
+    `scan_history` already knows (None: looked for here)."""
     history_key = "input" if fmt == "responses" else "messages"
     history = request.get(history_key)
+    if fmt == "chat" or not isinstance(history, list):
+        return None
     edits = requested_edits(request.get("context_management")) if fmt == "anthropic" else []
-    if fmt == "chat" or not isinstance(history, list) or not (edits or _has_compaction(history, fmt)):
+    if not edits and not (scan_history(history, fmt).compaction if compaction is None else compaction):
         return None  # the common case, decided without asking LiteLLM anything
     try:
         deployments = list(targets())
@@ -156,21 +164,6 @@ def prepare(
             where(exc),
         )
     return None
-
-
-def _has_compaction(history: list[Any], fmt: Format) -> bool:
-    # Runs twice on every proxied request: no generator per message (one cost as much as the rest of
-    # the walk), and `(dict, Mapping)` settles a dict without Mapping's ABC check.
-    if fmt == "responses":
-        return any(isinstance(i, (dict, Mapping)) and i.get("type") == "compaction" for i in history)
-    for message in history:
-        if isinstance(message, (dict, Mapping)):
-            content = message.get("content")
-            if isinstance(content, list):
-                for block in content:
-                    if isinstance(block, (dict, Mapping)) and block.get("type") == "compaction":
-                        return True
-    return False
 
 
 def _prepare(

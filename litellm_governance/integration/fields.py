@@ -4,11 +4,20 @@ format's history and metadata fields, and the key the plugin's options and overr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .._formats import FORMATS, Format, spec_for_call_type
 
-__all__ = ["FORMAT_OF_CALL", "HISTORY", "METADATA", "SETTINGS_KEY", "call_id_of", "format_of"]
+__all__ = [
+    "FORMAT_OF_CALL",
+    "HISTORY",
+    "METADATA",
+    "SETTINGS_KEY",
+    "HistoryScan",
+    "call_id_of",
+    "format_of",
+    "scan_history",
+]
 
 #: The key in ``litellm.callback_settings`` (the proxy config's ``callback_settings:``) with our
 #: options, and in a request's metadata with its per-request overrides.
@@ -35,3 +44,45 @@ def call_id_of(data: Mapping[str, Any]) -> str | None:
     """LiteLLM's ``litellm_call_id`` of a request or log event, if it has one."""
     call_id = data.get("litellm_call_id")
     return call_id if isinstance(call_id, str) and call_id else None
+
+
+class HistoryScan(NamedTuple):
+    """What the hooks need to know of a history before governing it, from one walk (`scan_history`)."""
+
+    #: The text it holds, roughly (messages' and items' text, blocks' ``text`` or ``content``): whether
+    #: it is big enough to govern off the event loop.
+    chars: int
+    #: Whether it holds a ``compaction`` block (Anthropic) or item (Responses): whether context
+    #: editing has anything to replace.
+    compaction: bool
+
+
+def scan_history(history: object, fmt: Format) -> HistoryScan:
+    """One walk over a request's history for its size and its compaction blocks or items. It runs on every
+    proxied request, once (the deployment pass reuses the pre-call pass's, `passes.PassState`): plain
+    loops, no generator per message, ``(dict, Mapping)`` settling a dict without Mapping's ABC check."""
+    if isinstance(history, str):
+        return HistoryScan(len(history), False)
+    if not isinstance(history, list):
+        return HistoryScan(0, False)
+    items = fmt == "responses"  # a Responses compaction is an item,
+    blocks = fmt == "anthropic"  # an Anthropic one a block (chat has none)
+    chars = 0
+    compaction = False
+    for message in history:
+        if not isinstance(message, (dict, Mapping)):
+            continue
+        if items and message.get("type") == "compaction":
+            compaction = True
+        content = message["content"] if "content" in message else message.get("output")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, (dict, Mapping)):
+                    text = block.get("text") or block.get("content")
+                    if isinstance(text, (str, list, dict)):
+                        chars += len(text)
+                    if blocks and block.get("type") == "compaction":
+                        compaction = True
+    return HistoryScan(chars, compaction)

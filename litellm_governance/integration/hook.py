@@ -14,10 +14,10 @@ from .._models import Deployment, import_litellm
 from .._request import Format
 from . import context_editing
 from .failures import Failures
-from .fields import SETTINGS_KEY, format_of
+from .fields import HISTORY, SETTINGS_KEY, HistoryScan, format_of, scan_history
 from .learning import Learning, usage_of, usage_of_log_event
 from .metrics import metrics
-from .passes import Stage, run_pass
+from .passes import Stage, known_plain, run_pass
 from .reporting import header
 from .routing import deployment_target, group_target, translated_later
 from .summaries import Summaries
@@ -72,9 +72,15 @@ class GovernanceHook(CustomLogger):
         fmt = format_of(call_type)
         if fmt is None:
             return None
-        edited = context_editing.prepare(data, fmt, lambda: context_editing.group_deployments(data.get("model"), fmt))
+        # Both passes' one walk over the history (the deployment pass's: `passes.known_plain`).
+        scanned = scan_history(data.get(HISTORY[fmt]), fmt)
+        group = data.get("model")
+        edited = context_editing.prepare(
+            data, fmt, lambda: context_editing.group_deployments(group, fmt), compaction=scanned.compaction
+        )
+        scan = scanned if edited is None else None  # an edited history is scanned again if it is governed
         data = edited or data
-        governed = await self._govern(data, "pre_call", fmt, lambda: group_target(data.get("model"), self.config))
+        governed = await self._govern(data, "pre_call", fmt, lambda: group_target(group, self.config), scan=scan)
         return governed if governed is not None else edited
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
@@ -83,11 +89,19 @@ class GovernanceHook(CustomLogger):
         if fmt is None:
             return None
         translated = fmt != "chat" and translated_later(fmt, kwargs)
-        edited = context_editing.prepare(kwargs, fmt, lambda: [(deployment_target(kwargs), translated)])
-        kwargs = edited or kwargs
-        governed = (
-            None if translated else await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs))
+        # The history the proxy's pre-call pass governed was scanned there (no compaction in it): not again.
+        scan = None if known_plain(kwargs, fmt) else scan_history(kwargs.get(HISTORY[fmt]), fmt)
+        edited = context_editing.prepare(
+            kwargs,
+            fmt,
+            lambda: [(deployment_target(kwargs), translated)],
+            compaction=scan is not None and scan.compaction,
         )
+        if edited is not None:
+            kwargs, scan = edited, None
+        if translated:
+            return edited
+        governed = await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs), scan=scan)
         return governed if governed is not None else edited
 
     async def async_post_call_streaming_iterator_hook(
@@ -109,7 +123,13 @@ class GovernanceHook(CustomLogger):
         return header(data)
 
     async def _govern(
-        self, request: dict[str, Any], stage: Stage, fmt: Format, target_of: Callable[[], Deployment]
+        self,
+        request: dict[str, Any],
+        stage: Stage,
+        fmt: Format,
+        target_of: Callable[[], Deployment],
+        *,
+        scan: HistoryScan | None = None,
     ) -> dict[str, Any] | None:
         try:
             config = self.config
@@ -127,6 +147,7 @@ class GovernanceHook(CustomLogger):
             learning=self._learning,
             failures=self._failures,
             summaries=self._summaries,
+            scan=scan,
         )
 
     # ---- calibration: learning from the provider's answers ---------------------------------------

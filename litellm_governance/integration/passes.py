@@ -18,14 +18,14 @@ from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request
 from .collector import collector_paused
 from .failures import Failures
-from .fields import HISTORY, METADATA, call_id_of
+from .fields import HISTORY, METADATA, HistoryScan, call_id_of, scan_history
 from .learning import Learning, Ratio
 from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
 from .reporting import log_report, record, with_notes
 from .summaries import SUMMARY_MARKER, Summaries
 
-__all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "run_pass"]
+__all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "known_plain", "run_pass"]
 
 #: Which pass: the proxy's, before routing, or the deployment hook's (proxy, SDK, Router).
 Stage = Literal["pre_call", "deployment"]
@@ -49,6 +49,9 @@ class PassState:
     pre_call_report: GovernanceReport | None
     #: The learned ratio the pass used (None: the profile's).
     token_ratio: float | None = None
+    #: Whether that history may hold compaction blocks or items (False when the pass's scan found
+    #: none: governing never adds one), so that the next hook's context editing need not look again.
+    compaction: bool = True
 
     def matches(
         self, history: object, target: Deployment, config: GovernanceConfig, token_ratio: float | None = None
@@ -63,6 +66,21 @@ class PassState:
         )
 
 
+def _state(request: Mapping[str, Any], fmt: Format) -> PassState | None:
+    """The state the proxy's previous pass left in `request`'s metadata, if any."""
+    metadata = request.get(METADATA[fmt])
+    state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
+    return state if isinstance(state, PassState) else None
+
+
+def known_plain(request: Mapping[str, Any], fmt: Format) -> bool:
+    """Whether `request`'s history is the one the proxy's previous pass governed, and holds no
+    compaction block or item (then the deployment hook need not scan it again)."""
+    state = _state(request, fmt)
+    # id() is safe here: the list is alive in the very request this state belongs to.
+    return state is not None and not state.compaction and id(request.get(HISTORY[fmt])) == state.history_id
+
+
 async def run_pass(
     request: dict[str, Any],
     stage: Stage,
@@ -73,14 +91,15 @@ async def run_pass(
     learning: Learning,
     failures: Failures,
     summaries: Summaries | None = None,
+    scan: HistoryScan | None = None,
 ) -> dict[str, Any] | None:
     """Govern `request` (in format `fmt`) for the deployment `target_of` names: the governed request,
-    or None when it goes on unchanged. Fails open (or closed: see `Failures`)."""
+    or None when it goes on unchanged. Fails open (or closed: see `Failures`). `scan` is the
+    request's history scanned by the hook (`fields.scan_history`), when it has done so."""
     metadata = request.get(METADATA[fmt])
     if isinstance(metadata, dict) and metadata.get(SUMMARY_MARKER):
         return None  # the plugin's own summary request: nothing to govern
-    state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
-    previous = state if isinstance(state, PassState) else None
+    previous = _state(request, fmt)
     # Only the proxy runs two passes; only there is the pass state kept (in the proxy's own
     # request dict). The report itself is plain JSON, written into the request's metadata,
     # which LiteLLM's logging payload reads (LiteLLM writes its own keys there too).
@@ -110,7 +129,10 @@ async def run_pass(
             return None
         learning.forget(call_id)
         ready = summaries.ready if summaries is not None and config.summary_model else None
-        governed = await _govern(request, fmt, config, target, ratio, summaries=ready)
+        if scan is None:
+            scan = scan_history(history, fmt)
+        big = scan.chars > OFF_LOOP_CHARS
+        governed = await _govern(request, fmt, config, target, ratio, summaries=ready, big=big)
     except ConfigError as exc:
         where = target.describe() if target is not None else "the request"
         error = ConfigError(f"{where}: {exc.redacted}")
@@ -146,6 +168,7 @@ async def run_pass(
             config=config,
             pre_call_report=report if stage == "pre_call" else first,
             token_ratio=token_ratio,
+            compaction=scan.compaction,
         )
     if ratio is not None:
         learning.remember_sent(updated, fmt, call_id, ratio.key, report)
@@ -175,6 +198,7 @@ async def _govern(
     ratio: Ratio | None,
     *,
     summaries: Mapping[str, str] | None,
+    big: bool,
 ) -> GovernedRequest:
     run = functools.partial(
         govern_request,
@@ -190,30 +214,9 @@ async def _govern(
     )
     # Big requests are governed off the event loop, so other requests are not held up; with the
     # cyclic collector held off either way (`collector`: a pass makes no cycles).
-    big = _approximate_chars(request.get(HISTORY[fmt])) > OFF_LOOP_CHARS
     return await asyncio.to_thread(_paused, run) if big else _paused(run)
 
 
 def _paused(run: Callable[[], GovernedRequest]) -> GovernedRequest:
     with collector_paused():
         return run()
-
-
-def _approximate_chars(history: object) -> int:
-    """The text a history holds, roughly (messages' and items' text, blocks' ``text`` or ``content``).
-    Runs on every request: plain loops, no generator per message."""
-    if isinstance(history, str):
-        return len(history)
-    if not isinstance(history, list):
-        return 0
-    total = 0
-    for message in history:
-        if isinstance(message, dict):
-            content = message["content"] if "content" in message else message.get("output")
-            if isinstance(content, str):
-                total += len(content)
-            elif isinstance(content, list):
-                for block in content:
-                    if isinstance(block, dict):
-                        total += len(block.get("text") or block.get("content") or "")
-    return total
