@@ -247,3 +247,16 @@ class TestScanHistory:
 
         odd = [{"role": "user", "content": [{"type": "text", "text": 5}, "bare", None]}, "not a message", 7]
         assert scan_history(odd, "anthropic") == HistoryScan(0, False)
+
+    def test_a_request_with_an_odd_block_is_governed_not_skipped(self) -> None:
+        """Before one walk sized the history, `len(5)` raised in the hook and the pass failed open:
+        "governance skipped (internal error, TypeError ...)", the request sent ungoverned."""
+        history = [{"role": "user", "content": [{"type": "text", "text": 5}]}]
+        history += [{"role": "assistant", "content": "ok " * 300}, {"role": "user", "content": "more " * 300}] * 5
+        data = {"model": "anthropic/claude-sonnet-4-5-20250929", "messages": history, "max_tokens": 100}
+        data["litellm_metadata"] = {}
+        hook = GovernanceHook(context_window_tokens=2_000)
+        governed = asyncio.run(hook.async_pre_call_hook(None, None, data, "anthropic_messages"))
+        assert governed is not None
+        report = governed["litellm_metadata"]["spend_logs_metadata"]["governance"]
+        assert "skipped" not in report["summary"] and report["steps"]["snipped"] > 0
