@@ -97,8 +97,8 @@ class GovernanceHook(CustomLogger):
             lambda: [(deployment_target(kwargs), translated)],
             compaction=scan is not None and scan.compaction,
         )
-        if edited is not None:
-            kwargs, scan = edited, None
+        scan = scan if edited is None else None
+        kwargs = edited or kwargs
         if translated:
             return edited
         governed = await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs), scan=scan)
