@@ -10,9 +10,11 @@ alternating between them: agent loops of 50- and 400-message chat histories, and
 Claude Code (`/v1/messages` to an Anthropic deployment) and Codex (`/v1/responses` to an OpenAI
 deployment) sessions, each turn the previous history plus one new tool round (what agents send).
 Reports start-up times, and per loop the median client-side latency with and without the plugin,
-the difference, and the plugin's own time per governing pass in that proxy (its
+the difference, the plugin's own time per governing pass in that proxy (its
 ``litellm_governance_latency_seconds`` histogram, read in the proxy by `bench.proxy_probes`, loaded
-into both proxies alike): the mean over the loop's turns.
+into both proxies alike): the mean over the loop's turns, and the time a request spends in all the
+plugin's hook methods there (`bench.proxy_probes.hooks`): the pass and what surrounds it, to hold
+against what the plugin adds.
 """
 
 from __future__ import annotations
@@ -60,14 +62,14 @@ def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
 
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBE = "bench.proxy_probes.passes"
+PROBES = ("bench.proxy_probes.passes", "bench.proxy_probes.hooks")
 
 
 def probed(settings: dict[str, object]) -> dict[str, object]:
-    """`settings` with `bench.proxy_probes.passes` loaded too (into both proxies: each pays for it alike)."""
+    """`settings` with the `PROBES` loaded too (into both proxies: each pays for them alike)."""
     litellm_settings: dict[str, object] = dict(settings["litellm_settings"])  # type: ignore[call-overload]
     own = litellm_settings.get("callbacks")
-    litellm_settings["callbacks"] = [*([own] if isinstance(own, str) else []), PROBE]
+    litellm_settings["callbacks"] = [*([own] if isinstance(own, str) else []), *PROBES]
     return {**settings, "litellm_settings": litellm_settings}
 
 
@@ -75,6 +77,11 @@ def passes(directory: Path, proxy: ProxyProcess, fmt: str) -> tuple[float, float
     """(seconds, passes) the plugin has recorded for `fmt` in `proxy` so far (0, 0: none)."""
     found = (read(directory, proxy.process.pid, "passes") or {}).get(fmt) or (0.0, 0.0)
     return float(found[0]), float(found[1])
+
+
+def in_hooks(directory: Path, proxy: ProxyProcess) -> float:
+    """Seconds `proxy` has spent in the plugin's hook methods so far, all of them."""
+    return sum(float(seconds) for seconds, _ in (read(directory, proxy.process.pid, "hooks") or {}).values())
 
 
 # (label, route, model group, session size, body from a chat session)
@@ -131,6 +138,7 @@ def _loop(
     received: dict[str, int] = {}
     time.sleep(0.2)  # the warm-up's log events (the probe writes there)
     spent, count = passes(probe, with_plugin, fmt)
+    hooks_before = in_hooks(probe, with_plugin)
     for turn in range(turns):
         history = next_round(history, seed=size)
         body = {"model": group, **make_body(history)}
@@ -142,7 +150,8 @@ def _loop(
     time.sleep(0.2)
     spent_after, count_after = passes(probe, with_plugin, fmt)
     mean_pass = (spent_after - spent) / (count_after - count) if count_after > count else None
-    return label, size, len(history), times, (received["with"], received["without"]), mean_pass
+    hooks = (in_hooks(probe, with_plugin) - hooks_before) / turns
+    return label, size, len(history), times, (received["with"], received["without"]), mean_pass, hooks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,23 +187,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without{forked}\n")
     print(
         "| route | history (chat messages) | with plugin | without | added | the plugin's pass (mean) "
-        "| received (with / without) |"
+        "| its hooks (a request) | received (with / without) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for label, size, length, times, received, mean_pass in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for label, size, length, times, received, mean_pass, hooks in rows:
         with_ms = statistics.median(times["with"]) * 1000
         without_ms = statistics.median(times["without"]) * 1000
         own = f"{mean_pass * 1000:.1f} ms" if mean_pass is not None else "n/a"
         print(
             f"| {label} | {size}→{length} | {with_ms:.1f} ms | {without_ms:.1f} ms | "
-            f"{with_ms - without_ms:+.1f} ms | {own} | {received[0]} / {received[1]} |"
+            f"{with_ms - without_ms:+.1f} ms | {own} | {hooks * 1000:.1f} ms | {received[0]} / {received[1]} |"
         )
     print("\nMedians of client-side round trips on loopback; the upstream answers at once, so the")
     print("difference is the plugin's share (both hooks) of a request's time in the proxy. Histories grow")
     print("by one tool round per turn. Where the plugin snips, the proxy then forwards a smaller request,")
     print("which saves some of the time the plugin spends. The plugin's pass: its own histogram")
     print("(litellm_governance_latency_seconds) in the proxy, mean over the loop's turns (n/a without")
-    print("prometheus_client).")
+    print("prometheus_client). Its hooks: every hook method of the plugin's callback timed in the proxy")
+    print("(bench.proxy_probes.hooks), all of them per request: the pass, and what surrounds it.")
     return 0
 
 

@@ -6,7 +6,10 @@ inside the proxy and writes it, after every logged request, to ``$PROXY_PROBE_DI
   its generation and duration (count, seconds, longest per generation), and the heap's objects;
 * ``bench.proxy_probes.passes`` (`bench/proxy_latency.py`): the plugin's own measure of its passes,
   the ``litellm_governance_latency_seconds`` histogram's sum and count per format, from
-  prometheus_client's registry in that process (empty without prometheus_client).
+  prometheus_client's registry in that process (empty without prometheus_client);
+* ``bench.proxy_probes.hooks`` (`bench/proxy_latency.py`): every hook method of the plugin's callback
+  (`GovernanceHook`'s coroutines), timed around it: seconds and calls per method (nothing in a proxy
+  without the plugin, where none is called).
 
 Each is made on first access (a module ``__getattr__``, as LiteLLM resolves the dotted path), so a
 proxy that loads only ``passes`` does not time its collections.
@@ -38,6 +41,9 @@ def _probe(name: str, snapshot: Callable[[], object]) -> Any:
                 with open(os.path.join(directory, f"{os.getpid()}.{name}.json"), "w") as out:
                     json.dump(snapshot(), out)
 
+    # One class name per probe: LiteLLM keeps one callback of a class name, so two probes of one
+    # name would leave the second unregistered.
+    Probe.__name__ = Probe.__qualname__ = f"{name.title()}Probe"
     return Probe()
 
 
@@ -84,8 +90,35 @@ def _passes() -> Any:
     return _probe("passes", snapshot)
 
 
+def _hooks() -> Any:
+    import functools
+    import inspect
+
+    from litellm_governance.integration.hook import GovernanceHook
+
+    spent: dict[str, list[float]] = {}  # method -> [seconds, calls]
+
+    def timed(name: str, method: Any) -> Any:
+        @functools.wraps(method)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                found = spent.setdefault(name, [0.0, 0])
+                found[0] += time.perf_counter() - started
+                found[1] += 1
+
+        return wrapper
+
+    for name, method in list(vars(GovernanceHook).items()):
+        if name.startswith("async_") and inspect.iscoroutinefunction(method):  # not the streaming generator
+            setattr(GovernanceHook, name, timed(name, method))
+    return _probe("hooks", lambda: spent)
+
+
 _MADE: dict[str, Any] = {}
-_MAKERS = {"collections": _collections, "passes": _passes}
+_MAKERS = {"collections": _collections, "passes": _passes, "hooks": _hooks}
 
 
 def __getattr__(name: str) -> Any:
