@@ -17,7 +17,9 @@ proxy that loads only ``passes`` does not time its collections.
 
 from __future__ import annotations
 
+import functools
 import gc
+import inspect
 import json
 import os
 import time
@@ -91,9 +93,6 @@ def _passes() -> Any:
 
 
 def _hooks() -> Any:
-    import functools
-    import inspect
-
     from litellm_governance.integration.hook import GovernanceHook
 
     spent: dict[str, list[float]] = {}  # method -> [seconds, calls]
