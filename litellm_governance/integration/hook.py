@@ -3,7 +3,7 @@ owns it (`passes` governs, `learning` calibrates, `reporting` answers the header
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
@@ -72,16 +72,15 @@ class GovernanceHook(CustomLogger):
         fmt = format_of(call_type)
         if fmt is None:
             return None
-        # Both passes' one walk over the history (the deployment pass's: `passes.known_plain`).
-        scanned = scan_history(data.get(HISTORY[fmt]), fmt)
         group = data.get("model")
-        edited = context_editing.prepare(
-            data, fmt, lambda: context_editing.group_deployments(group, fmt), compaction=scanned.compaction
+        return await self._edit_then_govern(
+            data,
+            "pre_call",
+            fmt,
+            scan=scan_history(data.get(HISTORY[fmt]), fmt),  # both passes' one walk (`passes.known_plain`)
+            deployments=lambda: context_editing.group_deployments(group, fmt),
+            target_of=lambda _: group_target(group, self.config),
         )
-        scan = scanned if edited is None else None  # an edited history is scanned again if it is governed
-        data = edited or data
-        governed = await self._govern(data, "pre_call", fmt, lambda: group_target(group, self.config), scan=scan)
-        return governed if governed is not None else edited
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
@@ -89,19 +88,39 @@ class GovernanceHook(CustomLogger):
         if fmt is None:
             return None
         translated = fmt != "chat" and translated_later(fmt, kwargs)
-        # The history the proxy's pre-call pass governed was scanned there (no compaction in it): not again.
-        scan = None if known_plain(kwargs, fmt) else scan_history(kwargs.get(HISTORY[fmt]), fmt)
-        edited = context_editing.prepare(
+        return await self._edit_then_govern(
             kwargs,
+            "deployment",
             fmt,
-            lambda: [(deployment_target(kwargs), translated)],
-            compaction=scan is not None and scan.compaction,
+            # The history the proxy's pre-call pass governed was scanned there (no compaction in it): not again.
+            scan=None if known_plain(kwargs, fmt) else scan_history(kwargs.get(HISTORY[fmt]), fmt),
+            deployments=lambda: [(deployment_target(kwargs), translated)],
+            target_of=deployment_target,
+            govern=not translated,
         )
-        scan = scan if edited is None else None
-        kwargs = edited or kwargs
-        if translated:
+
+    async def _edit_then_govern(
+        self,
+        request: dict[str, Any],
+        stage: Stage,
+        fmt: Format,
+        *,
+        scan: HistoryScan | None,
+        deployments: Callable[[], Sequence[tuple[Deployment, bool]]],
+        target_of: Callable[[dict[str, Any]], Deployment],
+        govern: bool = True,
+    ) -> dict[str, Any] | None:
+        """Context editing for what none of `deployments` does itself, then (unless not to `govern`)
+        the pass for the target `target_of` names for the request as edited. `scan` is the request's
+        history scanned (None: known to hold no compaction); an edited history is scanned again if
+        it is governed. The changed request, or None."""
+        compaction = scan is not None and scan.compaction
+        edited = context_editing.prepare(request, fmt, deployments, compaction=compaction)
+        if edited is not None:
+            request, scan = edited, None
+        if not govern:
             return edited
-        governed = await self._govern(kwargs, "deployment", fmt, lambda: deployment_target(kwargs), scan=scan)
+        governed = await self._govern(request, stage, fmt, lambda: target_of(request), scan=scan)
         return governed if governed is not None else edited
 
     async def async_post_call_streaming_iterator_hook(
