@@ -126,8 +126,10 @@ def read_target(call: CallInfo | None) -> ReadTarget | None:
     if shape is None:
         return None
     arguments = call.arguments
-    if shape.commands is not None and arguments.get("command") not in shape.commands:
-        return None
+    if shape.commands is not None:
+        command = arguments.get("command")
+        if not isinstance(command, str) or command not in shape.commands:  # (a list is not hashable)
+            return None
     for key in shape.path_keys:
         path = arguments.get(key)
         if isinstance(path, str) and path:

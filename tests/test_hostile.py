@@ -281,6 +281,17 @@ DAMAGED: dict[str, Messages] = {
         user(),
         *(m for i in range(12) for m in (calling(f"c{i}"), {**result(f"c{i}", "x" * 1_000), "name": i})),
     ],
+    "text editor calls with commands of every type": [
+        user(),
+        *(
+            m
+            for i, command in enumerate([["view"], {"view": 1}, None, 5, "view", "create"])
+            for m in (
+                assistant(None, _fn(f"e{i}", "str_replace_editor", json.dumps({"command": command, "path": "a.py"}))),
+                result(f"e{i}", "x" * 1_000),
+            )
+        ),
+    ],
     "cache_control of every type": [
         {"role": "system", "content": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}]},
         {"role": "user", "content": "u", "cache_control": "yes"},
