@@ -5,9 +5,11 @@
 Each cache is filled to its bound with entries like an agent loop's (tracemalloc, in this process):
 the token cache (``token_cache_size`` entries, default 65,536: message and text keys to counts), the
 per-result stores (a result's size for its stub, whether it reports a failure: `_calls._SIZES_KEPT`
-entries each, keyed by the text's length and hash, never the text) and the call-name caches (parsed
-tool arguments and what a stub says of the call: 8,192 entries each). A proxy's memory grows while
-these fill and stops there: `bench/load.py --rounds 3` shows it on a real proxy.
+entries each, keyed by the text's length and hash, never the text) and the call-name caches (what a stub
+says of a call, and the shortened texts it shows, keyed by a hash of the call or the text: 8,192 entries
+each), filled with calls shaped like `bench.sessions`' (edits, file writes, reads, searches, commands),
+each made unique. A proxy's memory grows while these fill and stops there: `bench/load.py --rounds 3`
+shows it on a real proxy.
 
     python bench/memory.py --rounds 3
 
@@ -34,7 +36,7 @@ from collections.abc import Callable, Sequence
 from litellm_governance import GovernanceConfig, _calls
 from litellm_governance._tokens import TokenCache
 
-CALL_CACHE = 8_192  # the lru_cache bound of `_calls`' parsed arguments and call names
+CALL_CACHE = _calls._CALLS_KEPT  # the bound of `_calls`' call names and shortened texts
 
 
 def traced(fill: Callable[[], object]) -> float:
@@ -62,10 +64,21 @@ def fill_result_stores(entries: int) -> None:
         _calls.looks_like_error({"role": "tool", "content": text})
 
 
-def fill_call_caches(entries: int) -> None:
+def agent_calls() -> list[dict[str, str]]:
+    """The calls of a `bench.sessions` session (made before tracing: the generator keeps caches of its own)."""
+    from bench.sessions import make_session
+
+    return [call["function"] for message in make_session(400) for call in message.get("tool_calls") or ()]
+
+
+def fill_call_caches(entries: int, shapes: list[dict[str, str]]) -> None:
     for i in range(entries - 1):
-        arguments = json.dumps({"command": f"rg -n 'def handler_{i}' src/", "path": f"src/module_{i}.py"})
-        _calls.call_info({"id": f"c{i}", "type": "function", "function": {"name": "Bash", "arguments": arguments}})
+        function = shapes[i % len(shapes)]
+        arguments = json.loads(function["arguments"])
+        first = next(iter(arguments))  # made unique: the first argument (a path, a pattern, a command)
+        arguments[first] = f"{arguments[first]} {i}"
+        call = {"name": function["name"], "arguments": json.dumps(arguments)}
+        _calls.call_info({"id": f"c{i}", "type": "function", "function": call})
 
 
 def fill_rate(rounds: int, *, sessions: int) -> int:
@@ -86,7 +99,7 @@ def fill_rate(rounds: int, *, sessions: int) -> int:
             for _, raw in requests:
                 body = json.loads(raw)
                 govern_request(body, model=models[body["model"]], model_info={"max_input_tokens": WINDOW})
-        calls = _calls._call_info_of_text.cache_info().currsize
+        calls = len(_calls._CALLS)
         print(
             f"| {number + 1} | {len(token_cache()):,} | {len(_calls._SIZES):,}, {len(_calls._FAILURES):,} | {calls:,} |"
         )
@@ -104,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     token_entries = GovernanceConfig().token_cache_size // share
     store_entries = _calls._SIZES_KEPT // share
     call_entries = CALL_CACHE // share
+    shapes = agent_calls()
     tracemalloc.start()
     rows = [
         ("token cache", f"{token_entries:,}", traced(lambda: fill_token_cache(token_entries))),
@@ -112,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"2 x {store_entries:,}",
             traced(lambda: fill_result_stores(store_entries)),
         ),
-        ("call-name caches", f"2 x {call_entries:,}", traced(lambda: fill_call_caches(call_entries))),
+        ("call-name caches", f"2 x {call_entries:,}", traced(lambda: fill_call_caches(call_entries, shapes))),
     ]
     tracemalloc.stop()
     print(f"# The plugin's caches when full (`python bench/memory.py{' --quick' if args.quick else ''}`)\n")

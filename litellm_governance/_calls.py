@@ -21,6 +21,8 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from ._backfill import BACKFILL_CONTENT
 from ._messages import Message, call_id, call_name, origin, tool_calls
+from ._reads import kept_arguments
+from ._tokens import fingerprint
 
 __all__ = [
     "MAIN_ARGUMENT_KEYS",
@@ -82,7 +84,8 @@ class CallInfo(NamedTuple):
     #: The main argument's name and its (shortened, single-line) value; None when the call has none.
     key: str | None = None
     value: str | None = None
-    #: The call's arguments, parsed (None when they are not an object).
+    #: What `_reads` reads of the call's arguments (`kept_arguments`: a read's file and lines, an
+    #: editor's command); None for other tools, or when the arguments are not an object.
     arguments: Mapping[str, Any] | None = None
     #: A sub-command shown before the main argument (`SUBCOMMAND_TOOLS`).
     command: str | None = None
@@ -102,10 +105,18 @@ def _describe(name: str, command: str | None, key: str | None, value: str | None
     return f"{name}({', '.join(shown)})"
 
 
-@lru_cache(maxsize=8192)
 def shorten(text: str, limit: int = ARGUMENT_CHARS) -> str:
     """`text` on one line (runs of whitespace become one space), at most `limit` characters: a
-    longer one keeps its head and its tail around ``…`` (a path's file name, a command's start)."""
+    longer one keeps its head and its tail around ``…`` (a path's file name, a command's start).
+    Remembered by a hash of the text, never the text (as `_remembered`)."""
+    key = hash((limit, len(text), hash(text)))
+    found = _SHORTENED.get(key)
+    if found is None:
+        found = _keep(_SHORTENED, key, _shorten(text, limit), _CALLS_KEPT)
+    return found
+
+
+def _shorten(text: str, limit: int) -> str:
     flat = _SPACES.sub(" ", text).strip()
     if len(flat) <= limit:
         return flat
@@ -140,7 +151,6 @@ def main_argument(arguments: Mapping[str, Any] | None) -> tuple[str, str] | None
     return None
 
 
-@lru_cache(maxsize=8192)
 def _parse_json_object(text: str) -> Mapping[str, Any] | None:
     try:
         value = json.loads(text)
@@ -166,16 +176,23 @@ def call_info(call: Mapping[str, Any]) -> CallInfo | None:
         return None
     function = call.get("function")
     raw = function.get("arguments") if isinstance(function, Mapping) else None
+    # Agents resend the same calls: each is named once, remembered by a hash of its name and arguments
+    # (never the text: a call may carry a whole file; CallInfo keeps `kept_arguments`). An object's
+    # (Anthropic's ``input``, parsed anew on every request) by its `fingerprint`. `_remembered`
+    # inlined: this runs once per call on every request.
     if type(raw) is str:
-        return _call_info_of_text(name, raw)  # agents resend the same calls: named once
-    return _call_info(name, parse_arguments(raw))
-
-
-@lru_cache(maxsize=8192)
-def _call_info_of_text(name: str, arguments: str) -> CallInfo:
-    """`call_info` of a call whose arguments are JSON text (CallInfo is frozen; its parsed arguments
-    are `_parse_json_object`'s, shared already)."""
-    return _call_info(name, parse_arguments(arguments))
+        key = hash((name, raw))
+    elif type(raw) is dict:
+        try:
+            key = hash((name, fingerprint(raw)))
+        except (RecursionError, ValueError, TypeError):  # a value no fingerprint holds
+            return _call_info(name, raw)
+    else:
+        return _call_info(name, parse_arguments(raw))
+    found = _CALLS.get(key)
+    if found is None:
+        found = _keep(_CALLS, key, _call_info(name, parse_arguments(raw)), _CALLS_KEPT)
+    return found
 
 
 def _call_info(name: str, arguments: Mapping[str, Any] | None) -> CallInfo:
@@ -186,9 +203,10 @@ def _call_info(name: str, arguments: Mapping[str, Any] | None) -> CallInfo:
     else:
         arguments_shown = arguments
     found = main_argument(arguments_shown)
+    kept = kept_arguments(name, arguments)
     if found is None:
-        return CallInfo(name, arguments=arguments, command=command)
-    return CallInfo(name, found[0], found[1], arguments, command)
+        return CallInfo(name, arguments=kept, command=command)
+    return CallInfo(name, found[0], found[1], kept, command)
 
 
 def calls_by_id(messages: Sequence[Message]) -> dict[str, CallInfo]:
@@ -220,20 +238,33 @@ _CACHED_SIZE: Final = 2_000
 #: are a few hundred entries, so this still holds those of as many sessions as the token cache does.
 _SIZES_KEPT: Final = 16_384
 _SIZES: dict[int, str] = {}
+#: Calls named (`call_info`) and texts shortened (`shorten`), by a hash of the call or the text:
+#: never a text of the request (a call may carry a whole file an agent wrote). At most `_CALLS_KEPT`
+#: entries each.
+_CALLS: dict[int, CallInfo] = {}
+_SHORTENED: dict[int, str] = {}
+_CALLS_KEPT: Final = 8_192
 _T = TypeVar("_T")
 
 
 def _remembered(store: dict[int, _T], text: str, compute: Callable[[str], _T]) -> _T:
     """``compute(text)``, remembered in `store` by a hash of (length, hash) — never the text itself
     (nor a tuple: an int takes less memory): agents resend the same outputs. At most `_SIZES_KEPT`
-    entries (then the store starts again)."""
+    entries. Python's string hash is keyed per process: collisions cannot be aimed at (as the token
+    cache's keys), and one would only misname one result's size or outcome."""
     key = hash((len(text), hash(text)))
     found = store.get(key)
     if found is None:
-        if len(store) >= _SIZES_KEPT:
-            store.clear()
-        found = store[key] = compute(text)
+        found = _keep(store, key, compute(text), _SIZES_KEPT)
     return found
+
+
+def _keep(store: dict[int, _T], key: int, value: _T, most: int) -> _T:
+    """Put `value` in `store` under `key`, the store started again when it holds `most` entries."""
+    if len(store) >= most:
+        store.clear()
+    store[key] = value
+    return value
 
 
 def _text_size(text: str) -> str:

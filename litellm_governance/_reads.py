@@ -18,11 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from ._calls import CallInfo
+if TYPE_CHECKING:  # `_calls` imports this module (for `kept_arguments`)
+    from ._calls import CallInfo
 
-__all__ = ["OBSERVING_COMMANDS", "READ_TOOLS", "ReadTarget", "is_observation", "read_target"]
+__all__ = ["OBSERVING_COMMANDS", "READ_TOOLS", "ReadTarget", "is_observation", "kept_arguments", "read_target"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,30 @@ OBSERVING_COMMANDS: Final[Mapping[str, tuple[str, frozenset[str]]]] = {
     "str_replace_editor": ("command", _VIEW),
     "str_replace_based_edit_tool": ("command", _VIEW),
 }
+
+
+#: The arguments `_line_range` reads.
+_RANGE_KEYS: Final = ("view_range", "start_line", "end_line", "offset", "limit")
+
+
+def kept_arguments(name: str, arguments: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """What `is_observation` and `read_target` read of a call's arguments (the file, the lines, the
+    command), for the tools they are about; None for every other tool. A call's facts are
+    remembered between requests (`_calls.call_info`): everything else an agent passed (a file it
+    wrote, an edit's text) is left out of them."""
+    if arguments is None:
+        return None
+    shape, rule = READ_TOOLS.get(name), OBSERVING_COMMANDS.get(name)
+    if shape is None and rule is None:
+        return None
+    keys: set[str] = set()
+    if shape is not None:
+        keys.update(shape.path_keys, _RANGE_KEYS)
+        if shape.commands is not None:
+            keys.add("command")
+    if rule is not None:
+        keys.add(rule[0])
+    return {key: value for key, value in arguments.items() if key in keys}
 
 
 def is_observation(call: CallInfo | None) -> bool:

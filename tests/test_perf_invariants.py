@@ -166,6 +166,58 @@ def test_call_info_is_the_same_cached_or_not() -> None:
     assert call_info(call) == call_info(parsed) == call_info(json.loads(json.dumps(call)))
 
 
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([1.0, 0.5, -1.0]), st.sampled_from(["1", "view", ""])
+)
+_ARGUMENT_VALUES = st.recursive(_SCALARS | st.text(max_size=6), lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+#: Argument objects of the tools whose calls `_reads` reads and of others, values of every JSON type.
+_ARGUMENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        key: _ARGUMENT_VALUES
+        for key in ("command", "path", "file_path", "offset", "limit", "view_range", "start_line", "content")
+    },
+)
+
+
+@PROPERTY
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["Read", "str_replace_editor", "Bash", "Write"]), _ARGUMENTS, st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_calls_named_through_the_store_are_named_as_anew(calls: list[tuple[str, dict[str, Any], bool]]) -> None:
+    """`call_info` remembers calls by a hash of their name and arguments (the text, or an object's
+    fingerprint): what it gives is what naming the call anew gives — for arguments that differ only
+    in a value's type (``1``, ``1.0``, ``True``, ``"1"``), as text or as an object, each named twice
+    (the second time from the store), and whatever it named before."""
+    for name, arguments, as_text in calls * 2:
+        raw: Any = json.dumps(arguments) if as_text else copy.deepcopy(arguments)
+        call = {"id": "c", "type": "function", "function": {"name": name, "arguments": raw}}
+        expected = _calls._call_info(name, _calls.parse_arguments(copy.deepcopy(raw)))
+        assert call_info(call) == expected
+        assert (read_target(expected), is_observation(expected)) == (
+            read_target(_calls.CallInfo(name, arguments=arguments)),
+            is_observation(_calls.CallInfo(name, arguments=arguments)),
+        )
+
+
+def test_an_objects_call_is_named_once_across_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Claude Code call's ``input`` is a new object on every request: named once all the same."""
+    named = []
+    real = _calls._call_info
+    monkeypatch.setattr(_calls, "_call_info", lambda *args: named.append(args) or real(*args))
+    arguments = {"file_path": "src/app.py", "offset": 10, "limit": 20, "note": "x" * 40}
+    first, second = (
+        call_info({"id": "t", "function": {"name": "Read", "arguments": json.loads(json.dumps(arguments))}})
+        for _ in range(2)
+    )
+    assert first == second and len(named) == 1
+    assert first is not None and first.arguments == {"file_path": "src/app.py", "offset": 10, "limit": 20}
+
+
 def test_next_turn_reuses_the_previous_governed_prefix() -> None:
     """Cache-stable replay: the next request of a session starts with what the previous one sent
     (the fast paths keep it a pure function of the history)."""

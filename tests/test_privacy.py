@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from litellm_governance import GovernanceConfig, GovernanceHook, InvalidRequestError, govern
+from litellm_governance import GovernanceConfig, GovernanceHook, InvalidRequestError, govern, govern_request
 from litellm_governance.testing import RecordingUpstream
 
 # The e2e fixtures, for the proxy-log test (pytest registers fixtures imported into a test module).
@@ -234,6 +234,103 @@ class TestNoContentRetained:
         keys = [*cache._young, *cache._old]
         assert keys and all(type(key) is int for key in keys)
         assert all(type(count) is int for count in [*cache._young.values(), *cache._old.values()])
+
+    @pytest.mark.parametrize("fmt", ["chat", "anthropic", "responses"])
+    def test_no_module_state_keeps_a_request_text(self, fmt: str) -> None:
+        """What the core remembers between requests (the token cache, the calls it named, the sizes
+        and outcomes of results, the texts it shortened) holds no text of a request: after governing
+        a loop whose files, commands, results and turns are long and unique, with stubs and a note
+        for cut turns written, no string reachable from the core's modules holds any of them. (A
+        call can carry a whole file: kept, 8,192 of them held tens of MiB of what agents wrote.)"""
+        mark = f"{MARK}-retained-{fmt}-"
+        body = _long_loop(fmt, mark)
+        out = govern_request(body, model="anthropic/claude-sonnet-4-5", model_info={"max_input_tokens": 6_000})
+        assert out.report.steps.get("snipped") and out.report.steps.get("superseded")  # a note and stubs made
+        del out, body
+        leaked = [text[:60] for text in _strings_kept_by_the_core() if mark in text]
+        assert leaked == []
+
+
+def _long_loop(fmt: str, mark: str) -> dict[str, Any]:
+    """An agent loop in `fmt` whose every long text has `mark` in its middle (where no shortened
+    form of it shows it): 14 rounds writing files, running scripts and re-reading one file."""
+
+    def long(field: str) -> str:
+        return "a " * 150 + f"{mark}{field}" + " z" * 150
+
+    rounds = []
+    for i in range(14):
+        if i % 3 == 0:
+            name, arguments = "Write", {"file_path": f"src/m{i}.py", "content": long(f"file{i}")}
+        elif i % 3 == 1:
+            name, arguments = "Bash", {"command": "cat <<'EOF' > run.sh\n" + long(f"script{i}") + "\nEOF"}
+        else:
+            name, arguments = "Read", {"file_path": "src/app.py"}
+        rounds.append((long(f"said{i}"), f"call_{i}", name, arguments, long(f"output{i}")))
+    task, system = long("task"), "You are a coding agent."
+    if fmt == "chat":
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        for said, ident, name, arguments, output in rounds:
+            call = {"id": ident, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            messages += [
+                {"role": "assistant", "content": said, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": ident, "content": output},
+            ]
+        return {"messages": [*messages, {"role": "user", "content": "Go on."}]}
+    if fmt == "anthropic":
+        turns: list[dict[str, Any]] = [{"role": "user", "content": task}]
+        for said, ident, name, arguments, output in rounds:
+            use = {"type": "tool_use", "id": ident, "name": name, "input": arguments}
+            answer = {"type": "tool_result", "tool_use_id": ident, "content": output}
+            turns += [
+                {"role": "assistant", "content": [{"type": "text", "text": said}, use]},
+                {"role": "user", "content": [answer]},
+            ]
+        turns[-1]["content"].append({"type": "text", "text": "Go on."})
+        return {"system": system, "messages": turns, "max_tokens": 1024}
+    items: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "input_text", "text": task}]}]
+    for said, ident, name, arguments, output in rounds:
+        items += [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": said}]},
+            {"type": "function_call", "call_id": ident, "name": name, "arguments": json.dumps(arguments)},
+            {"type": "function_call_output", "call_id": ident, "output": output},
+        ]
+    items.append({"role": "user", "content": [{"type": "input_text", "text": "Go on."}]})
+    return {"instructions": system, "input": items}
+
+
+def _strings_kept_by_the_core() -> Iterator[str]:
+    """Every string reachable from the globals of the core's modules (``litellm_governance._*``)
+    through containers, caches (`functools.lru_cache`) and the core's own objects: what it keeps
+    between requests. Functions, classes and modules are not followed (their code and constants
+    are no request's)."""
+    import functools
+    import gc
+    import sys
+    import types
+
+    roots = [
+        value
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("litellm_governance._")
+        for value in vars(module).values()
+    ]
+    seen: set[int] = set()
+    stack: list[object] = list(roots)
+    skipped = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, functools._lru_cache_wrapper):  # type: ignore[attr-defined]
+            stack.extend(r for r in gc.get_referents(value) if isinstance(r, dict))  # its cache, not its function
+        elif isinstance(value, (dict, list, tuple, set, frozenset)) or (
+            not isinstance(value, skipped) and type(value).__module__.startswith("litellm_governance")
+        ):
+            stack.extend(gc.get_referents(value))
 
 
 # ---- the proxy's log file --------------------------------------------------------------------
