@@ -180,6 +180,20 @@ _ARGUMENTS = st.fixed_dictionaries(
 )
 
 
+def _retyped(value: Any) -> Any:
+    """`value` with its booleans as integers and its integers as floats: equal by ``==`` and hash
+    (``True == 1 == 1.0``), different as JSON and to the read rules (a boolean is no line number)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, list):
+        return [_retyped(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _retyped(item) for key, item in value.items()}
+    return value
+
+
 @PROPERTY
 @given(
     st.lists(
@@ -193,11 +207,15 @@ def test_calls_named_through_the_store_are_named_as_anew(calls: list[tuple[str, 
     fingerprint): what it gives is what naming the call anew gives — for arguments that differ only
     in a value's type (``1``, ``1.0``, ``True``, ``"1"``), as text or as an object, each named twice
     (the second time from the store), and whatever it named before."""
-    for name, arguments, as_text in calls * 2:
+    named = [(name, arguments, as_text) for name, arguments, as_text in calls] + [
+        (name, _retyped(arguments), as_text)
+        for name, arguments, as_text in calls  # equal by ==, not as JSON
+    ]
+    for name, arguments, as_text in named * 2:
         raw: Any = json.dumps(arguments) if as_text else copy.deepcopy(arguments)
         call = {"id": "c", "type": "function", "function": {"name": name, "arguments": raw}}
         expected = _calls._call_info(name, _calls.parse_arguments(copy.deepcopy(raw)))
-        assert call_info(call) == expected
+        assert repr(call_info(call)) == repr(expected)  # (1 == 1.0 == True: their reprs differ)
         assert (read_target(expected), is_observation(expected)) == (
             read_target(_calls.CallInfo(name, arguments=arguments)),
             is_observation(_calls.CallInfo(name, arguments=arguments)),
