@@ -215,11 +215,13 @@ def detect_format(request: Mapping[str, Any]) -> Format:
         for message in messages:
             if not isinstance(message, Mapping):
                 continue
-            if message.get("role") in _CHAT_ROLES or "tool_calls" in message:
+            role = message.get("role")
+            if (isinstance(role, str) and role in _CHAT_ROLES) or "tool_calls" in message:
                 return "chat"
             content = message.get("content")
             if isinstance(content, list) and any(
-                isinstance(block, Mapping) and block.get("type") in _ANTHROPIC_BLOCKS for block in content
+                isinstance(block, Mapping) and isinstance(kind := block.get("type"), str) and kind in _ANTHROPIC_BLOCKS
+                for block in content
             ):
                 return "anthropic"
     return "chat"

@@ -31,6 +31,7 @@ __all__ = [
     "is_system",
     "merge_content",
     "tool_calls",
+    "unnamed_field",
     "validate_messages",
     "validate_tools",
 ]
@@ -145,6 +146,39 @@ def validate_messages(messages: object) -> list[Message]:
                 f"got {type(message).__name__}"
             )
     return list(messages)
+
+
+#: Fields the rules compare with names they know (in a set, or as a dict's key): a list or an
+#: object there names nothing, and makes such a comparison raise.
+_NAME_FIELDS: Final = ("type", "role", "id", "call_id", "tool_call_id", "tool_use_id", "name")
+#: What a message, block or item holds for its tool, not for the rules: never looked into.
+_TOOLS_OWN: Final = frozenset({"input", "arguments", "action", "parameters", "metadata"})
+
+
+def unnamed_field(value: object, where: str) -> str | None:
+    """Where in `value` (a history, a system prompt) a message, part, block or item has a list or
+    an object as its ``type``, ``role`` or id — fields every provider sets to a string: the first
+    such, as ``where[3].content[0].type`` (None: nowhere). A call's arguments are not looked into
+    (what they hold is the tool's). For a clear error where such a field made a rule raise; it walks
+    the whole value, so it is not run on a request that governs."""
+    stack: list[tuple[object, str]] = [(value, where)]
+    seen: set[int] = set()
+    while stack:
+        item, path = stack.pop()
+        if id(item) in seen:  # (a Python caller's value may hold itself)
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            for field in _NAME_FIELDS:
+                if isinstance(item.get(field), (list, dict, set, Mapping)):
+                    return f"{path}.{field}"
+            inner = [(v, f"{path}.{k}") for k, v in item.items() if k not in _TOOLS_OWN]
+        elif isinstance(item, (list, tuple)):
+            inner = [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        stack.extend(reversed([(v, at) for v, at in inner if isinstance(v, (Mapping, list, tuple))]))
+    return None
 
 
 def validate_tools(tools: object) -> list[Any] | None:

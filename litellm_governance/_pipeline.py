@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -45,7 +46,7 @@ from ._errors import ConfigError, InvalidRequestError
 from ._formats import ChatOutline, Outline, Parsed
 from ._ids import UniqueToolCallIds
 from ._ledger import Ledger
-from ._messages import Message, validate_tools
+from ._messages import Message, unnamed_field, validate_tools
 from ._microcompact import large_uncompactable
 from ._models import Deployment, resolve_model
 from ._orphans import DropOrphans
@@ -63,6 +64,7 @@ __all__ = [
     "GovernanceResult",
     "Outcome",
     "ResponsesResult",
+    "clear_errors",
     "govern",
     "govern_anthropic",
     "govern_responses",
@@ -160,8 +162,9 @@ def govern(
     ``supports_assistant_prefill``, ``governance_profile``). `token_ratio`, when given, replaces
     the profile's estimate of how many provider tokens one tiktoken token is.
     """
-    parsed = Parsed(ChatOutline(messages), tools, max_output_tokens)
-    outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
+    with clear_errors(messages=messages):
+        parsed = Parsed(ChatOutline(messages), tools, max_output_tokens)
+        outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
     return GovernanceResult(messages=list(outcome.fields["messages"]), report=outcome.report)
 
 
@@ -181,8 +184,9 @@ def govern_anthropic(
     ``tool_use`` / ``tool_result`` blocks and a top-level ``system``). Blocks no rule is about
     (thinking and its signature, images, documents, ``cache_control``, unknown types) go out
     exactly as they came in."""
-    parsed = Parsed(AnthropicOutline(messages, system), tools, max_tokens)
-    fields = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
+    with clear_errors(messages=messages, system=system):
+        parsed = Parsed(AnthropicOutline(messages, system), tools, max_tokens)
+        fields = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
     return AnthropicResult(
         messages=list(fields.fields["messages"]), system=fields.fields.get("system"), report=fields.report
     )
@@ -206,12 +210,30 @@ def govern_responses(
     calls, ``item_reference``, unknown types) go out exactly as they came in. With
     `previous_response_id` the earlier history is stored upstream: only the visible input is
     governed (outputs answering stored calls are kept) and nothing is snipped."""
-    parsed = Parsed(ResponsesOutline(input, instructions, previous_response_id), tools, max_output_tokens)
-    outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
+    with clear_errors(input=input, instructions=instructions):
+        parsed = Parsed(ResponsesOutline(input, instructions, previous_response_id), tools, max_output_tokens)
+        outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
     fields = outcome.fields
     return ResponsesResult(
         input=fields.get("input", input), instructions=fields.get("instructions", instructions), report=outcome.report
     )
+
+
+@contextmanager
+def clear_errors(**fields: object) -> Iterator[None]:
+    """Turn the TypeError a rule raises on a field no provider accepts (a list as a block's
+    ``type``: no set holds it) into an InvalidRequestError naming the field (`unnamed_field`,
+    looked for only then); any other error goes on as it was."""
+    try:
+        yield
+    except InvalidRequestError:
+        raise
+    except TypeError as error:
+        for name, value in fields.items():
+            found = unnamed_field(value, name)
+            if found is not None:
+                raise InvalidRequestError(f"{found} must be a string, not a list or an object") from error
+        raise
 
 
 def _check(deployment: Deployment, config: object, calibrated: Calibrated | None) -> GovernanceConfig:

@@ -12,7 +12,7 @@ from ._cut_turns import CutTurns
 from ._errors import InvalidRequestError
 from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spec
 from ._models import Deployment
-from ._pipeline import Calibrated, run
+from ._pipeline import Calibrated, clear_errors, run
 from ._report import GovernanceReport
 from ._thinking import THINKING_OFF_NOTE, lost_thinking_fields
 
@@ -20,6 +20,8 @@ __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_requ
 
 # (Kept for callers of earlier versions: the format names, and the helpers below.)
 _NAMES: Final = FORMAT_NAMES
+#: The fields of the three formats that hold the conversation (what `clear_errors` looks into).
+_HISTORY_FIELDS: Final = ("messages", "system", "input", "instructions")
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,13 @@ def govern_request(
     """
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"request must be a mapping (a request body), got {type(request).__name__}")
-    chosen = spec(detect_format(request) if format is None else format)
-    target_model = model or request.get("model")
-    if not isinstance(target_model, str) or not target_model:
-        raise InvalidRequestError("the request has no 'model' and none was given")
-    deployment = Deployment(target_model, provider, dict(model_info) if model_info else None)
-    outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source), summaries)
+    with clear_errors(**{key: request.get(key) for key in _HISTORY_FIELDS if key in request}):
+        chosen = spec(detect_format(request) if format is None else format)
+        target_model = model or request.get("model")
+        if not isinstance(target_model, str) or not target_model:
+            raise InvalidRequestError("the request has no 'model' and none was given")
+        deployment = Deployment(target_model, provider, dict(model_info) if model_info else None)
+        outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source), summaries)
     report = outcome.report
     history = outcome.fields.get(chosen.history)
     thinking = (

@@ -438,6 +438,146 @@ def run_hooks(body: dict[str, Any], model: Any = "zai/glm-4.6") -> list[Any]:
     return asyncio.run(both())
 
 
+# ---- names that are not strings, in every format --------------------------------------------
+
+# A request of each format with every kind of part, block and item the rules read.
+_EVERY_FIELD: dict[str, dict[str, Any]] = {
+    "chat": {
+        "model": "openai/gpt-4o",
+        "messages": [
+            {"role": "system", "content": "s"},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "t"}, {"type": "image_url", "image_url": {"url": "u"}}],
+            },
+            {"role": "assistant", "content": "ok", "tool_calls": [_fn("c1", "read_file", '{"path": "a"}')]},
+            {"role": "tool", "tool_call_id": "c1", "name": "read_file", "content": "x " * 500},
+            {"role": "user", "content": "go"},
+        ],
+    },
+    "anthropic": {
+        "model": "anthropic/claude-sonnet-4-5",
+        "max_tokens": 10,
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "t"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t", "signature": "sig"},
+                    {"type": "text", "text": "ok"},
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "x " * 500}]},
+                    {"type": "text", "text": "go"},
+                ],
+            },
+        ],
+    },
+    "responses": {
+        "model": "openai/gpt-4o",
+        "instructions": "s",
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "t"}]},
+            {"type": "reasoning", "id": "r1", "summary": [{"type": "summary_text", "text": "s"}]},
+            {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": '{"path": "a"}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "x " * 500},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+            {"role": "user", "content": "go"},
+        ],
+    },
+}
+
+
+def _every_field(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [p for key, inner in value.items() for p in [(*path, key), *_every_field(inner, (*path, key))]]
+    if isinstance(value, list):
+        return [p for index, inner in enumerate(value) for p in _every_field(inner, (*path, index))]
+    return []
+
+
+class TestFieldsOfEveryType:
+    @pytest.mark.parametrize("fmt", list(_EVERY_FIELD))
+    def test_any_field_a_list_or_an_object_is_governed_or_named(self, fmt: str) -> None:
+        """Every field of a request of each format (a type, a role, an id, a text...), made a list or
+        an object in turn: the request is governed, or `govern_request` raises InvalidRequestError
+        naming the field — never another exception (a list as a block's type made a rule's set lookup
+        raise TypeError: the library's error named nothing, and the hook failed open as on a bug)."""
+        from litellm_governance import govern_request
+
+        body = _EVERY_FIELD[fmt]
+        named = set()
+        for path in _every_field(body):
+            if path == ("model",):
+                continue
+            for odd in ([1], {"a": 1}):
+                damaged = copy.deepcopy(body)
+                holder = damaged
+                for key in path[:-1]:
+                    holder = holder[key]
+                holder[path[-1]] = odd
+                for window in (None, 300):
+                    try:
+                        govern_request(damaged, model_info={"max_input_tokens": window} if window else None)
+                    except InvalidRequestError as error:
+                        where = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)[1:]
+                        assert str(error).startswith(where), (path, str(error))  # the field, or within it
+                        if str(error).startswith(f"{where} must be a string"):
+                            named.add(path[-1])
+        assert "type" in named  # the damage this guards against occurred
+
+    @pytest.mark.parametrize(
+        ("call", "where"),
+        [
+            (
+                lambda: govern([user([{"type": ["text"], "text": "x"}])], model="openai/gpt-4o"),
+                "messages[0].content[0].type",
+            ),
+            (
+                lambda: _anthropic([{"role": "user", "content": [{"type": {"a": 1}, "text": "x"}]}]),
+                "messages[0].content[0].type",
+            ),
+            (
+                lambda: _responses([{"type": "function_call", "call_id": ["c"], "name": "f", "arguments": "{}"}]),
+                "input[0].call_id",
+            ),
+        ],
+        ids=["govern", "govern_anthropic", "govern_responses"],
+    )
+    def test_each_entry_point_names_the_field(self, call: Any, where: str) -> None:
+        with pytest.raises(
+            InvalidRequestError, match=rf"^{where.replace('[', '.').replace(']', '.')} must be a string"
+        ):
+            call()
+
+    @pytest.mark.parametrize("role", [["system"], {"name": "user"}], ids=["list", "dict"])
+    def test_a_container_role_is_an_unknown_role_in_a_body_too(self, role: Any) -> None:
+        """As with `govern` (`test_container_roles`), a chat body whose first message has a list or an
+        object as its role is governed: telling the body's format compared the role with a set."""
+        from litellm_governance import govern_request
+
+        body = {"model": "openai/gpt-4o", "messages": [{"role": role, "content": "x"}, user()]}
+        out = govern_request(copy.deepcopy(body))
+        assert out.format == "chat" and out.request["messages"][0] == body["messages"][0]
+
+
+def _anthropic(messages: Messages) -> Any:
+    from litellm_governance import govern_anthropic
+
+    return govern_anthropic(messages, model="anthropic/claude-sonnet-4-5")
+
+
+def _responses(items: list[Any]) -> Any:
+    from litellm_governance import govern_responses
+
+    return govern_responses(items, model="openai/gpt-4o")
+
+
 @pytest.mark.litellm
 class TestHooksFailOpen:
     @pytest.mark.parametrize("name", list(HOSTILE_BODIES))
