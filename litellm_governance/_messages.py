@@ -170,7 +170,7 @@ def unnamed_field(value: object, where: str) -> str | None:
         seen.add(id(item))
         if isinstance(item, Mapping):
             for field in _NAME_FIELDS:
-                if isinstance(item.get(field), (list, dict, set, Mapping)):
+                if isinstance(item.get(field), (list, set, Mapping)):
                     return f"{path}.{field}"
             inner = [(v, f"{path}.{k}") for k, v in item.items() if k not in _TOOLS_OWN]
         elif isinstance(item, (list, tuple)):
