@@ -60,23 +60,28 @@ OBSERVING_COMMANDS: Final[Mapping[str, tuple[str, frozenset[str]]]] = {
 _RANGE_KEYS: Final = ("view_range", "start_line", "end_line", "offset", "limit")
 
 
+def _read_keys(name: str) -> frozenset[str]:
+    shape, rule = READ_TOOLS.get(name), OBSERVING_COMMANDS.get(name)
+    keys = set(shape.path_keys + _RANGE_KEYS) if shape is not None else set()
+    if shape is not None and shape.commands is not None:
+        keys.add("command")
+    if rule is not None:
+        keys.add(rule[0])
+    return frozenset(keys)
+
+
+#: Tool name -> the arguments `is_observation` and `read_target` read of its calls.
+_READ_KEYS: Final = {name: _read_keys(name) for name in (*READ_TOOLS, *OBSERVING_COMMANDS)}
+
+
 def kept_arguments(name: str, arguments: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """What `is_observation` and `read_target` read of a call's arguments (the file, the lines, the
     command), for the tools they are about; None for every other tool. A call's facts are
     remembered between requests (`_calls.call_info`): everything else an agent passed (a file it
     wrote, an edit's text) is left out of them."""
-    if arguments is None:
+    keys = _READ_KEYS.get(name)
+    if arguments is None or keys is None:
         return None
-    shape, rule = READ_TOOLS.get(name), OBSERVING_COMMANDS.get(name)
-    if shape is None and rule is None:
-        return None
-    keys: set[str] = set()
-    if shape is not None:
-        keys.update(shape.path_keys, _RANGE_KEYS)
-        if shape.commands is not None:
-            keys.add("command")
-    if rule is not None:
-        keys.add(rule[0])
     return {key: value for key, value in arguments.items() if key in keys}
 
 

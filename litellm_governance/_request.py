@@ -21,7 +21,9 @@ __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_requ
 # (Kept for callers of earlier versions: the format names, and the helpers below.)
 _NAMES: Final = FORMAT_NAMES
 #: The fields of the three formats that hold the conversation (what `clear_errors` looks into).
-_HISTORY_FIELDS: Final = ("messages", "system", "input", "instructions")
+_HISTORY_FIELDS: Final = tuple(
+    dict.fromkeys(name for spec in FORMATS.values() for name in (spec.history, spec.system) if name is not None)
+)
 
 
 @dataclass(frozen=True)
