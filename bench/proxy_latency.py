@@ -10,11 +10,13 @@ alternating between them: agent loops of 50- and 400-message chat histories, and
 Claude Code (`/v1/messages` to an Anthropic deployment) and Codex (`/v1/responses` to an OpenAI
 deployment) sessions, each turn the previous history plus one new tool round (what agents send).
 Reports start-up times, and per loop the median client-side latency with and without the plugin,
-the difference, the plugin's own time per governing pass in that proxy (its
-``litellm_governance_latency_seconds`` histogram, read in the proxy by `bench.proxy_probes`, loaded
-into both proxies alike): the mean over the loop's turns, and the time a request spends in all the
-plugin's hook methods there (`bench.proxy_probes.hooks`): the pass and what surrounds it, to hold
-against what the plugin adds.
+what the plugin adds: the median of the per-turn differences (each turn's body sent to both proxies
+one right after the other, so the machine's drift over a loop cancels out) and their middle half
+(the 25th to 75th percentile: how far a single turn's difference can be trusted), the plugin's
+own time per governing pass in that proxy (its ``litellm_governance_latency_seconds`` histogram,
+read in the proxy by `bench.proxy_probes`, loaded into both proxies alike): the mean over the
+loop's turns, and the time a request spends in all the plugin's hook methods there
+(`bench.proxy_probes.hooks`): the pass and what surrounds it, to hold against what the plugin adds.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_pr
 
 WINDOW = 32_768  # small enough that the 400-message requests are compacted and snipped
 BIG_WINDOW = 1_000_000
+#: Requests of each loop's first body sent to each proxy before its turns are timed.
+WARM_UP = 3
 
 
 def config(upstream: RecordingUpstream, plugin: bool) -> dict[str, object]:
@@ -111,6 +115,15 @@ LOOPS = (
 )
 
 
+def paired(with_plugin: list[float], without: list[float]) -> tuple[float, float, float]:
+    """The 25th percentile, median and 75th percentile of the per-turn differences (with - without)."""
+    differences = [a - b for a, b in zip(with_plugin, without, strict=True)]
+    if len(differences) < 2:
+        return differences[0], differences[0], differences[0]
+    low, middle, high = statistics.quantiles(differences, n=4)
+    return low, middle, high
+
+
 def timed(proxy: ProxyProcess, route: str, body: dict[str, object]) -> float:
     started = time.perf_counter()
     status, _, raw = proxy.post(route, body)
@@ -132,8 +145,9 @@ def _loop(
     label, route, group, size, make_body, fmt = loop
     with_plugin, without = proxies
     history = make_session(size, seed=size)
-    for proxy in (with_plugin, without):  # warm both (the plugin loads its tokenizer once)
-        timed(proxy, route, {"model": group, **make_body(history)})
+    for _ in range(WARM_UP):  # warm both (the plugin loads its tokenizer once; LiteLLM's first requests are slower)
+        for proxy in (with_plugin, without):
+            timed(proxy, route, {"model": group, **make_body(history)})
     times: dict[str, list[float]] = {"with": [], "without": []}
     received: dict[str, int] = {}
     time.sleep(0.2)  # the warm-up's log events (the probe writes there)
@@ -156,13 +170,14 @@ def _loop(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="5 turns per size instead of 40")
+    parser.add_argument("--quick", action="store_true", help="5 turns per loop instead of 40")
+    parser.add_argument("--turns", type=int, default=None, help="turns per loop (default 40; --quick: 5)")
     parser.add_argument(
         "--fast-start", action="store_true", help="fork both proxies from one LiteLLM import (start-up not comparable)"
     )
     args = parser.parse_args(argv)
     fast = args.fast_start
-    turns = 5 if args.quick else 40
+    turns = args.turns or (5 if args.quick else 40)
     with RecordingUpstream() as upstream, tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp)
         options: dict[str, Any] = {
@@ -186,20 +201,24 @@ def main(argv: list[str] | None = None) -> int:
     forked = " (forked from one LiteLLM import: --fast-start)" if fast else ""
     print(f"proxy start-up: {startup[0]:.1f} s with the plugin, {startup[1]:.1f} s without{forked}\n")
     print(
-        "| route | history (chat messages) | with plugin | without | added | the plugin's pass (mean) "
-        "| its hooks (a request) | received (with / without) |"
+        "| route | history (chat messages) | with plugin | without | added | added, middle half "
+        "| the plugin's pass (mean) | its hooks (a request) | received (with / without) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for label, size, length, times, received, mean_pass, hooks in rows:
         with_ms = statistics.median(times["with"]) * 1000
         without_ms = statistics.median(times["without"]) * 1000
+        low, added, high = paired(times["with"], times["without"])
         own = f"{mean_pass * 1000:.1f} ms" if mean_pass is not None else "n/a"
         print(
-            f"| {label} | {size}→{length} | {with_ms:.1f} ms | {without_ms:.1f} ms | "
-            f"{with_ms - without_ms:+.1f} ms | {own} | {hooks * 1000:.1f} ms | {received[0]} / {received[1]} |"
+            f"| {label} | {size}→{length} | {with_ms:.1f} ms | {without_ms:.1f} ms | {added * 1000:+.1f} ms | "
+            f"{low * 1000:+.1f} … {high * 1000:+.1f} ms | {own} | {hooks * 1000:.1f} ms | "
+            f"{received[0]} / {received[1]} |"
         )
     print("\nMedians of client-side round trips on loopback; the upstream answers at once, so the")
-    print("difference is the plugin's share (both hooks) of a request's time in the proxy. Histories grow")
+    print("difference is the plugin's share (both hooks) of a request's time in the proxy. Added: the median")
+    print("of each turn's difference (the same body to both proxies, one right after the other, which goes")
+    print("first alternating), and the middle half of those differences. Histories grow")
     print("by one tool round per turn. Where the plugin snips, the proxy then forwards a smaller request,")
     print("which saves some of the time the plugin spends. The plugin's pass: its own histogram")
     print("(litellm_governance_latency_seconds) in the proxy, mean over the loop's turns (n/a without")

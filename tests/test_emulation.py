@@ -7,9 +7,11 @@ maps the emulated context-length errors.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -952,6 +954,35 @@ def test_emulation_off_keeps_the_old_behaviour(server: RecordingUpstream) -> Non
     status, _, raw = post(server.base_url + "/chat/completions", chat("gpt-4o", user(), tool("orphan")))
     assert status == 200  # no rules without emulation
     assert json.loads(raw)["choices"][0]["message"]["content"] == "fine thanks"
+
+
+def test_replies_are_not_held_back_by_nagle(server: RecordingUpstream) -> None:
+    """The upstream's connections set TCP_NODELAY, as providers' servers do: without it, on a kept-alive
+    connection, a reply's body waited for the client's delayed ACK of its headers (about 40 ms a reply).
+    Checked on the server's own end of a live connection."""
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        request = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        client.sendall(request)
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += client.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 200")
+        local = client.getsockname()
+        # The server's socket of this connection (its handler waits for the next request on it).
+        ends = [
+            candidate
+            for candidate in gc.get_objects()
+            if isinstance(candidate, socket.socket) and candidate.fileno() != -1 and _peer(candidate) == local
+        ]
+        assert len(ends) == 1, ends
+        assert ends[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def _peer(candidate: socket.socket) -> object:
+    try:
+        return candidate.getpeername()
+    except OSError:
+        return None
 
 
 def test_record_dir_writes_every_request(tmp_path: Path) -> None:

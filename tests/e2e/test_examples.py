@@ -138,8 +138,8 @@ def test_proxy_latency_benchmark_runs() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     header = (
-        "| route | history (chat messages) | with plugin | without | added | the plugin's pass (mean) "
-        "| its hooks (a request) |"
+        "| route | history (chat messages) | with plugin | without | added | added, middle half "
+        "| the plugin's pass (mean) | its hooks (a request) |"
     )
     assert header in done.stdout
     assert done.stdout.count("| /v1/messages, ") == 2 and done.stdout.count("| /v1/responses, ") == 2
