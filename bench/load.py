@@ -159,16 +159,20 @@ async def compare(
     return dict(zip(names, results, strict=True))
 
 
-def latency_table(times: dict[str, list[float]], which: str = "") -> None:
-    """Rows of p50 and p95 per proxy, and their ratios to the proxy without the plugin."""
-    base50, base95 = statistics.median(times["without"]), percentile(times["without"], 0.95)
-    for name in ("without", "with"):
-        p50, p95 = statistics.median(times[name]), percentile(times[name], 0.95)
-        label = f"{name} plugin" + (f", {which}" if which else "")
-        print(
-            f"| {label} | {len(times[name])} | {p50 * 1000:.0f} ms | {p95 * 1000:.0f} ms | "
-            f"{p50 / base50:.2f} | {p95 / base95:.2f} |"
-        )
+def latency_table(groups: dict[str, dict[str, list[float]]]) -> None:
+    """A table of p50 and p95 per proxy, and their ratios to the proxy without the plugin, for each
+    group of requests (its name follows the proxy's; "" for all of them)."""
+    print("| proxy | requests | p50 | p95 | p50 ratio | p95 ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for which, times in groups.items():
+        base50, base95 = statistics.median(times["without"]), percentile(times["without"], 0.95)
+        for name in ("without", "with"):
+            p50, p95 = statistics.median(times[name]), percentile(times[name], 0.95)
+            label = f"{name} plugin" + (f", {which}" if which else "")
+            print(
+                f"| {label} | {len(times[name])} | {p50 * 1000:.0f} ms | {p95 * 1000:.0f} ms | "
+                f"{p50 / base50:.2f} | {p95 / base95:.2f} |"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,16 +209,17 @@ def main(argv: list[str] | None = None) -> int:
         f"together), {args.turns} requests each, histories from {args.start} messages; half chat to GLM, half "
         f"/v1/messages to Claude, {WINDOW // 1024}k windows; {args.rounds} rounds of fresh sessions.\n"
     )
-    print("| proxy | requests | p50 | p95 | p50 ratio | p95 ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    latency_table({n: [t for found in rounds for times in found[n] for t in times] for n in proxies})
+    sessions = {n: [times for found in rounds for times in found[n]] for n in proxies}
+    latency_table({"": {n: [t for times in sessions[n] for t in times] for n in proxies}})
     # Where the tail comes from: each session's first request, whose history no cache has seen (the
     # plugin tokenizes all of it), against the requests after it (one new tool round each).
     print("\nThe same requests, each session's first (cold caches) apart from the rest (warm):\n")
-    print("| proxy | requests | p50 | p95 | p50 ratio | p95 ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    latency_table({n: [times[0] for found in rounds for times in found[n]] for n in proxies}, "first requests")
-    latency_table({n: [t for found in rounds for times in found[n] for t in times[1:]] for n in proxies}, "the rest")
+    latency_table(
+        {
+            "first requests": {n: [times[0] for times in sessions[n]] for n in proxies},
+            "the rest": {n: [t for times in sessions[n] for t in times[1:]] for n in proxies},
+        }
+    )
     print()
     later = range(2, args.rounds + 1)
     print(
