@@ -94,14 +94,20 @@ def start_proxy(
     workdir: Path,
     pythonpath: Sequence[str | os.PathLike[str]] = (),
     extra_env: Mapping[str, str] | None = None,
-    timeout: float = 60.0,
+    timeout: float | None = None,
     name: str = "proxy",
     fresh: bool = False,
 ) -> ProxyProcess:
     """`testing.start_proxy`, with the repository root and this directory importable in the proxy (for the
     plugin and the payload sink) and the sink's file set. Forked from a process that imported LiteLLM's
     proxy once (``fast_start``; 0.7 s instead of 7 s) unless `fresh`: a test of what happens while the
-    proxy process imports LiteLLM (or of its command line) asks for a fresh one."""
+    proxy process imports LiteLLM (or of its command line) asks for a fresh one.
+
+    `timeout` (seconds until live) defaults to 60 for a forked proxy and 180 for a fresh one: a fresh
+    proxy imports all of LiteLLM in each worker. Two workers took 21 s to be live on an idle 2-core
+    machine and more than 60 s once while the other test worker was busy (a CI run of `.ci/run`)."""
+    if timeout is None:
+        timeout = 180.0 if fresh else 60.0
     payload_log = workdir / f"{name}_payloads.jsonl"
     started = testing.start_proxy(
         config,
