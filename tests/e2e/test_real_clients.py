@@ -201,10 +201,29 @@ def _skip_or_fail() -> None:
     pytest.skip(reason)
 
 
+def _claim_the_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Fail when another xdist worker of this run has already made the runs: the group mark is not
+    honoured, and every worker would run all the clients again (pytest 9.2.0 with pytest-xdist 3.8.0
+    drops ``xdist_group``: they cost a minute of CI each time; constraints.txt pins pytest 9.1.1)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    marker = tmp_path_factory.getbasetemp().parent / "real-clients.made-by"  # shared by the run's workers
+    try:
+        with marker.open("x") as file:
+            file.write(os.environ["PYTEST_XDIST_WORKER"])
+    except FileExistsError:
+        pytest.fail(
+            f"the real-client runs were already made by {marker.read_text() or 'another worker'}: "
+            "xdist_group('real_clients') is not honoured (pytest -n needs --dist loadgroup, and a pytest "
+            "and pytest-xdist that keep it working together, as constraints.txt pins them)"
+        )
+
+
 @pytest.fixture(scope="session")
 def outcomes(proxy_factory: ProxyFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
     """Every route run without and with the plugin, a few at a time; keyed ``<route>/<variant>``."""
     _skip_or_fail()
+    _claim_the_runs(tmp_path_factory)
     upstreams = {
         (route.name, variant): RecordingUpstream(script=route.script, emulate=route.emulate, window=route.window)
         for route in BY_NAME.values()
