@@ -207,7 +207,7 @@ def _claim_the_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
     drops ``xdist_group``: they cost a minute of CI each time; constraints.txt pins pytest 9.1.1)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    # In the folder the run's workers share, named for the run (a reused --basetemp keeps old files).
+    # In the folder the run's workers share, named for the run: no other run's marker can match it.
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "run")
     marker = tmp_path_factory.getbasetemp().parent / f"real-clients-{run}.made-by"
     try:
