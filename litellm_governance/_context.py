@@ -198,11 +198,17 @@ class Context:
 
     def total(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The tokens of all `messages` (each as `tokens` counts it): summed without a Python call
-        per message when every one was counted already, as after most steps."""
+        per message when every one was counted already, as after most steps. Those not counted yet
+        are counted together (`TokenCounter.messages`: each distinct new text tokenized once)."""
+        memo = self.memo
+        counts = memo.counts
         try:
-            return sum(map(self.memo.counts.__getitem__, map(id, messages)))
+            return sum(map(counts.__getitem__, map(id, messages)))
         except KeyError:
-            return sum(map(self.tokens, messages))
+            new = list({id(m): m for m in messages if id(m) not in counts}.values())
+            counts.update(zip(map(id, new), self.counter.messages(new), strict=True))
+            memo.alive.extend(new)  # (see `Memo.counts`)
+            return sum(map(counts.__getitem__, map(id, messages)))
 
     def seed(self, message: Mapping[str, Any], count: int) -> None:
         """Record the tokens of a message made here from one already counted (a stub: the result's

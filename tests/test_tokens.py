@@ -6,9 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litellm_governance import TokenizerUnavailableError, _tokens
-from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model, get_encoding
+from litellm_governance._tokens import TokenCache, TokenCounter, _counter, encoding_for_model, get_encoding
+
+from .test_properties import conversations
 
 
 @pytest.mark.parametrize(
@@ -109,6 +113,107 @@ class TestTokenCounter:
         counter = TokenCounter("o200k_base", TokenCache(10))
         assert counter.text(" " * 1_000_000) > 0
         assert counter.text("\t" * 1_000_000) > 0
+
+
+# Texts as tokenizers meet them: code, blanks, special tokens' own text, lone surrogates.
+_SPECIAL_TEXT = st.sampled_from(["<|endoftext|>", "<|endofprompt|>", "<|fim_prefix|>", "<|im_start|>", "\ud800"])
+_TEXTS = st.lists(st.one_of(st.text(max_size=40), _SPECIAL_TEXT, st.sampled_from([" " * 300, "\n\n", "é", "🙂"]))).map(
+    "".join
+)
+
+
+class _OrdinaryOnly:
+    """A tiktoken core as in tiktoken 0.7 and 0.8: no ``encode_to_tiktoken_buffer``."""
+
+    def __init__(self, core: Any) -> None:
+        self.encode_ordinary = core.encode_ordinary
+
+
+class _Before09:
+    def __init__(self, encoding: Any) -> None:
+        self._core_bpe = _OrdinaryOnly(encoding._core_bpe)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@settings(max_examples=150, deadline=None)
+@given(text=_TEXTS)
+def test_counting_gives_encode_ordinarys_count(name: str, text: str) -> None:
+    """Counted from tiktoken's rank buffer (or, before tiktoken 0.9, its list), a text has exactly
+    the tokens ``encode_ordinary`` gives it: special tokens' text is ordinary text, a lone surrogate
+    is replaced as tiktoken replaces it."""
+    encoding = get_encoding(name)
+    expected = len(encoding.encode_ordinary(text))
+    counter = TokenCounter(name, TokenCache(0))
+    assert counter._encode(text) == expected
+    assert counter.text(text) == expected
+    older = TokenCounter(name, TokenCache(0))
+    older._count = _counter(_Before09(encoding))
+    assert older._encode(text) == expected
+
+
+def test_the_rank_buffer_is_used_where_tiktoken_has_it() -> None:
+    """On a tiktoken that fills a rank buffer the count comes from it: no list of ints is made."""
+    encoding = get_encoding("o200k_base")
+    if not hasattr(encoding._core_bpe, "encode_to_tiktoken_buffer"):
+        pytest.skip("this tiktoken predates 0.9")
+
+    class BufferOnly:
+        encode_to_tiktoken_buffer = encoding._core_bpe.encode_to_tiktoken_buffer
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            raise AssertionError("a list of tokens was made")
+
+    class Encoding:
+        _core_bpe = BufferOnly()
+
+    assert _counter(Encoding())("hello world <|endoftext|>") == len(
+        encoding.encode_ordinary("hello world <|endoftext|>")
+    )
+
+
+def _cached(cache: TokenCache) -> dict[int, int]:
+    return {**cache._old, **cache._young}
+
+
+@settings(max_examples=80, deadline=None)
+@given(messages=conversations(), repeat=st.booleans())
+def test_a_batch_counts_as_message_by_message(messages: list[dict[str, Any]], repeat: bool) -> None:
+    """`messages` (what no count is cached for gathered and tokenized in one go) gives each message
+    the count `message` gives it, and leaves the same entries in the cache; a second batch, of new
+    objects with the same content, is all hits."""
+    if repeat:
+        messages = messages + [dict(m) for m in messages]  # each text twice in one batch: tokenized once
+    one_by_one, together = TokenCache(10_000), TokenCache(10_000)
+    expected = [TokenCounter("o200k_base", one_by_one).message(m) for m in messages]
+    counter = TokenCounter("o200k_base", together)
+    assert counter.messages(messages) == expected
+    assert _cached(together) == _cached(one_by_one)
+    misses = together.misses
+    assert counter.messages([dict(m) for m in messages]) == expected
+    assert together.misses == misses
+
+
+def test_a_batch_tokenizes_each_distinct_text_once() -> None:
+    """A text that comes back in the batch (a file read twice) is tokenized once; with no cache at all
+    the counts are still those of counting one by one."""
+    read = "def handler(event):\n    return event\n" * 40
+    messages = [
+        {"role": "tool", "tool_call_id": "c1", "content": read},
+        {"role": "tool", "tool_call_id": "c2", "content": read},
+        {"role": "user", "content": "go on"},
+    ]
+    counter = TokenCounter("cl100k_base", TokenCache(0))
+    counter._encode("")
+    seen: list[str] = []
+    count = counter._count
+
+    def spy(text: str) -> int:
+        seen.append(text)
+        return count(text)  # type: ignore[misc]
+
+    counter._count = spy
+    assert counter.messages(messages) == [TokenCounter("cl100k_base", TokenCache(0)).message(m) for m in messages]
+    assert seen.count(read) == 1
 
 
 def _nested(depth: int) -> Any:
