@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from litellm_governance import GovernanceConfig, govern
 from litellm_governance._pipeline import token_cache
-from litellm_governance._tokens import encoding_for_model, get_encoding
+from litellm_governance._tokens import _counter, encoding_for_model, get_encoding
 
 __all__ = [
     "CacheMemory",
@@ -35,6 +35,7 @@ __all__ = [
     "median",
     "message_strings",
     "profile",
+    "rank_buffer_pass",
     "repeat",
     "text_strings",
     "tiktoken_pass",
@@ -233,6 +234,12 @@ def tiktoken_pass(model: str, strings: Sequence[str]) -> tuple[Measure, int]:
     encode = get_encoding(encoding_for_model(model)).encode_ordinary
     total = sum(len(encode(s)) for s in strings)
     return Measure(fn=lambda _: sum(len(encode(s)) for s in strings)), total
+
+
+def rank_buffer_pass(model: str, strings: Sequence[str]) -> Measure:
+    """`tiktoken_pass` counted as governance counts: from tiktoken's buffer of ranks (0.9+), no list."""
+    count = _counter(get_encoding(encoding_for_model(model)))
+    return Measure(fn=lambda _: sum(map(count, strings)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -116,6 +116,18 @@ def test_metrics_benchmark_prints_its_table() -> None:
     assert "metric calls per request:" in out
 
 
+def test_formats_bench_prints_both_passes_and_every_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/formats.py --quick runs end to end: per format, the tiktoken pass the targets take, the
+    pass counted as governance counts (tiktoken's rank buffer), cold, warm and their ratios."""
+    from bench import formats
+
+    assert formats.main(["--quick", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| tiktoken pass | buffer pass | cold | warm | cold / pass | cold / buffer pass | warm / cold |" in out
+    for fmt in ("chat", "anthropic", "responses"):
+        assert f"| {fmt} | 400 | " in out
+
+
 def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFixture[str]) -> None:
     from bench import memory
 
