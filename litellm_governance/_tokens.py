@@ -203,9 +203,13 @@ class TokenCounter:
         key = hash((self.encoding_name, len(text), hash(text)))
         count = self._cache.get(key)
         if count is None:
-            count = sum(self._encode(text[i : i + _CHUNK]) for i in range(0, len(text), _CHUNK))
+            count = self._sliced(text)
             self._cache.put(key, count)
         return count
+
+    def _sliced(self, text: str) -> int:
+        """Tokens in `text`, encoded in `_CHUNK` slices (no cache)."""
+        return sum(self._encode(text[i : i + _CHUNK]) for i in range(0, len(text), _CHUNK))
 
     def short(self, text: str) -> int:
         """Tokens in `text`, through the cache whatever its length: for the plugin's own short texts
@@ -291,9 +295,8 @@ class TokenCounter:
                 positions = todo[key] = []
                 work.append((key, text))
             positions.append(position)
-        encode = self._encode
         for key, text in work:
-            count = sum(encode(text[i : i + _CHUNK]) for i in range(0, len(text), _CHUNK))  # as `text` counts
+            count = self._sliced(text)  # as `text` counts
             if type(key) is int:
                 self._cache.put(key, count)
             for position in todo[key]:
