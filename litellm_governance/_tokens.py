@@ -200,12 +200,16 @@ class TokenCounter:
         """Tokens in `text` (cached by content when long enough for a lookup to beat encoding)."""
         if len(text) < _CACHED_TEXT:
             return self._encode(text) if text else 0
-        key = hash((self.encoding_name, len(text), hash(text)))
+        key = self._text_key(text)
         count = self._cache.get(key)
         if count is None:
             count = self._sliced(text)
             self._cache.put(key, count)
         return count
+
+    def _text_key(self, text: str) -> CacheKey:
+        """The key a text's count is cached under (see the comment above `text`)."""
+        return hash((self.encoding_name, len(text), hash(text)))
 
     def _sliced(self, text: str) -> int:
         """Tokens in `text`, encoded in `_CHUNK` slices (no cache)."""
@@ -214,7 +218,7 @@ class TokenCounter:
     def short(self, text: str) -> int:
         """Tokens in `text`, through the cache whatever its length: for the plugin's own short texts
         (stubs, note lines) that come back on every request of a conversation."""
-        key = hash((self.encoding_name, len(text), hash(text)))
+        key = self._text_key(text)
         count = self._cache.get(key)
         if count is None:
             count = self.text(text) if len(text) >= _CACHED_TEXT else self._encode(text)
@@ -285,7 +289,7 @@ class TokenCounter:
                 continue
             key: object = text
             if len(text) >= _CACHED_TEXT:
-                key = hash((self.encoding_name, len(text), hash(text)))
+                key = self._text_key(text)
                 count = get(key)
                 if count is not None:
                     counts[position] = count
