@@ -27,7 +27,16 @@ from ._context import BRIDGE_CONTENT, Context, StepResult, is_turn
 from ._cut_turns import CutTurns, prefix_keys
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._tokens import REPLY_PRIMING
-from ._trace import NOTE_SHARE, SUMMARY_START, TraceIndex, is_note, render_note
+from ._trace import (
+    NOTE_SHARE,
+    SUMMARY_START,
+    TraceIndex,
+    earlier_notes,
+    is_note,
+    may_hold_note,
+    render_note,
+    without_notes,
+)
 
 __all__ = ["Cost", "Layout", "Snip", "assemble", "note_for"]
 
@@ -221,6 +230,11 @@ def note_for(
     if cut == 0:
         return None, None
     anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
+    if anchor >= 0 and allowance < note_cap(ctx):
+        # An earlier pass's note merged into the kept task goes into this one: its room is this one's.
+        anchored = messages[slice(*layout.units[anchor])]
+        freed = sum(ctx.tokens(m) - ctx.tokens(without_notes(m)) for m in anchored if earlier_notes(m) is not None)
+        allowance = min(note_cap(ctx), allowance + freed)
     entries = trace.entries_before(cut, anchor)
     if not entries:
         return None, None
@@ -260,12 +274,19 @@ def assemble(
     cut_start = layout.units[cut][0]
     anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
     trace = [note] if note is not None else []
+    # The anchor held an earlier pass's note (merged into the task): the new note carries it, and
+    # without a new note (no room) it would no longer say what was cut.
+    stripped = False
     if anchor >= 0:
         anchor_start, anchor_end = layout.units[anchor]
+        anchored = messages[anchor_start:anchor_end]
+        if any(earlier_notes(m) is not None for m in anchored):
+            anchored = [without_notes(m) if earlier_notes(m) is not None else m for m in anchored]
+            stripped = True
         # System messages in the dropped spans are kept, in their order, before the history.
         result = (
             [m for m in messages[:anchor_start] if is_instruction(m)]
-            + messages[anchor_start:anchor_end]
+            + anchored
             + [m for m in messages[anchor_end:cut_start] if is_instruction(m)]
             + trace
             + messages[cut_start:]
@@ -274,7 +295,12 @@ def assemble(
         result = [m for m in messages[:cut_start] if is_instruction(m)] + trace + messages[cut_start:]
     if len(result) == len(messages) and note is None:
         return messages  # already the smallest tail (over budget): nothing to drop
-    counts["snipped"] += len(messages) + len(trace) - len(result)
-    if note is not None:
+    # The notes of an earlier pass among the dropped messages and in the anchor (`_trace.earlier_notes`):
+    # the new note carries them forward, so it adds no note to the request; a note alone was no
+    # client message.
+    dropped = messages[:anchor_start] + messages[anchor_end:cut_start] if anchor >= 0 else messages[:cut_start]
+    earlier = [found for m in dropped if may_hold_note(m) and (found := earlier_notes(m)) is not None]
+    counts["snipped"] += len(messages) + len(trace) - len(result) - sum(1 for e in earlier if e.own is None)
+    if note is not None and not earlier and not stripped:
         counts["summarized" if str(note.get("content", "")).startswith(SUMMARY_START) else "noted"] += 1
     return result

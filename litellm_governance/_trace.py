@@ -22,6 +22,7 @@ results), so the note changes only when the cut point moves and the prompt cache
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -34,11 +35,15 @@ __all__ = [
     "NOTE_SHARE",
     "NOTE_START",
     "SUMMARY_START",
+    "EarlierNotes",
     "Entry",
     "TraceIndex",
+    "earlier_notes",
     "is_note",
+    "may_hold_note",
     "render_note",
     "render_summary",
+    "without_notes",
 ]
 
 #: The note's first characters (also how a second pass recognises one).
@@ -70,6 +75,8 @@ class Entry:
     label: str
     #: Repeats of the same call share a key (None: never grouped).
     key: str | None = None
+    #: A line of an earlier pass's note (`earlier_notes`), carried into this one.
+    carried: bool = False
 
 
 def is_note(message: Mapping[str, object]) -> bool:
@@ -105,14 +112,133 @@ def _said(content: object) -> str | None:
     return shorten(text, SAID_CHARS) if text else None
 
 
-def _previous_note_lines(message: Message) -> list[str]:
-    """The lines of a note a previous pass wrote (cut again by a smaller deployment)."""
+#: What a note and a summary both begin with.
+_EITHER: Final = "[Context "
+#: How many turns a note (or a summary) written by this module stands for, from its first line.
+_NOTE_TURNS: Final = re.compile(r"\[Context (?:note|summary): (\d+) earlier turns? (?:was|were) cut")
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierNotes:
+    """What the notes an earlier pass wrote into one user message stood for (`earlier_notes`)."""
+
+    #: Their lines, oldest first, without the dash.
+    lines: tuple[str, ...]
+    #: The turns they stood for.
+    turns: int
+    #: The message's own text without them (the user's words the note was merged into), or None.
+    own: str | None
+
+
+def _note_at(text: str, start: int) -> tuple[int, int] | None:
+    """Where the next note written by this module begins and ends in `text`, from `start`: at the
+    start of the text or after a blank line (a note merged into a message). A note is one-line
+    entries and ends with ``]``, so it ends at the first ``]`` followed by a blank line or the end."""
+    found: tuple[int, int] | None = None
+    for marker in (NOTE_START, SUMMARY_START):
+        if start == 0 and text.startswith(marker):
+            begin = 0
+        else:
+            blank = text.find("\n\n" + marker, start)
+            if blank < 0:
+                continue
+            begin = blank + 2
+        if found is None or begin < found[0]:
+            close = text.find("]\n\n", begin)
+            found = (begin, len(text) if close < 0 else close + 1)
+    return found
+
+
+def _notes_in_text(text: str, lines: list[str], own: list[str]) -> int:
+    """Take the notes out of `text`: their lines to `lines`, the text around them to `own`; the
+    turns they stood for."""
+    turns = 0
+    at = 0
+    while (span := _note_at(text, at)) is not None:
+        begin, end = span
+        own.append(text[at:begin])
+        note = text[begin:end]
+        counted = _NOTE_TURNS.match(note)
+        turns += int(counted.group(1)) if counted else 0
+        body = note.removesuffix("]").splitlines()[1:]
+        lines.extend(line[2:] for line in body if line.startswith("- "))
+        at = end
+    own.append(text[at:])
+    return turns
+
+
+def may_hold_note(message: Message) -> bool:
+    """Whether `message` can hold a note of an earlier pass: a user message, not text that rode
+    along with tool results (a note goes next to a task, and only there is it merged)."""
+    if message.get("role") != "user":
+        return False
+    found = origin(message)
+    return found is None or not found.continuation
+
+
+def earlier_notes(message: Mapping[str, object]) -> EarlierNotes | None:
+    """The notes an earlier pass wrote into user `message` (a note of its own, or merged into the
+    task's text or blocks by a provider's role rules), when a later pass cuts it: a smaller
+    deployment than the pre-call pass fitted, or LiteLLM's translation of the request counted
+    anew. None when it holds none."""
+    if message.get("role") != "user":
+        return None
     content = message.get("content")
-    if isinstance(content, list):
-        content = "\n".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    if not isinstance(content, str):
-        return []
-    return [line[2:].rstrip("]") for line in content.splitlines() if line.startswith("- ")]
+    if isinstance(content, str):
+        if _EITHER not in content:  # most messages: one search
+            return None
+        texts = [content]
+    elif isinstance(content, list):
+        texts = []
+        for part in content:
+            text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
+            if isinstance(text, str):
+                texts.append(text)
+    else:
+        return None
+    if not any(NOTE_START in text or SUMMARY_START in text for text in texts):
+        return None
+    lines: list[str] = []
+    own: list[str] = []
+    turns = sum(_notes_in_text(text, lines, own) for text in texts)
+    if not lines and not turns:
+        return None
+    words = " ".join(part.strip() for part in own if part.strip())
+    return EarlierNotes(tuple(lines), turns, words or None)
+
+
+def _carried(line: str) -> Entry:
+    """An earlier note's line, as an entry of the next note (folded under its tool or kind)."""
+    if line.startswith("user: "):
+        return Entry("user", line, "user", carried=True)
+    if line.startswith("said: "):
+        return Entry("said", line, "said", carried=True)
+    name = line.split("(", 1)[0]  # a call's tool; nothing for a fold line, ``(+31 earlier: Read x12)``
+    return Entry("call", line, name if name and " " not in name else "earlier", carried=True)
+
+
+def without_notes(message: Message) -> Message:
+    """User `message` without the notes an earlier pass merged into it (`earlier_notes`): the task
+    it anchors stays, and its notes go into the new note."""
+    content = message.get("content")
+
+    def own(text: str) -> str:
+        pieces: list[str] = []
+        _notes_in_text(text, [], pieces)
+        return "\n\n".join(piece.strip("\n") for piece in pieces if piece.strip())
+
+    if isinstance(content, str):
+        return {**message, "content": own(content)}
+    if not isinstance(content, list):
+        return message
+    parts: list[Any] = []
+    for part in content:
+        text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
+        if not isinstance(text, str) or (NOTE_START not in text and SUMMARY_START not in text):
+            parts.append(part)
+        elif kept := own(text):
+            parts.append(kept if isinstance(part, str) else {**part, "text": kept})
+    return {**message, "content": parts}
 
 
 def unit_entries(
@@ -141,12 +267,16 @@ def unit_entries(
                 described = info.describe()
                 entries.append(Entry("call", f"{described} → {_outcome(result, info)}", info.name, described))
         elif role == "user" and not is_instruction(message):
-            if is_note(message):
-                entries.extend(Entry("said", line, "earlier") for line in _previous_note_lines(message))
-                continue
-            found = origin(message)
-            if found is not None and found.continuation:
+            if not may_hold_note(message):
                 continue  # reminders that rode along with results: not the user's words
+            earlier = earlier_notes(message)
+            if earlier is not None:
+                # an earlier pass's note, cut again: what the user said with it, then its lines
+                said = _said(earlier.own) if earlier.own is not None else None
+                if said:
+                    entries.append(Entry("user", f"user: {_quote(said)}", "user"))
+                entries.extend(_carried(line) for line in earlier.lines)
+                continue
             said = _said(message.get("content"))
             if said:
                 entries.append(Entry("user", f"user: {_quote(said)}", "user"))
@@ -280,7 +410,9 @@ class TraceIndex:
         return found
 
     def _user_cost(self, unit: int) -> int:
-        return sum(self.counter.short(e.text) + _LINE_OVERHEAD for e in self.lines(unit) if e.kind == "user")
+        """What the user said in `unit` costs in the note (an anchor's words: kept, not noted)."""
+        lines = self.lines(unit)
+        return sum(self.counter.short(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" and not e.carried)
 
     def estimate(self, cut: int, anchor: int) -> int:
         """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
@@ -300,12 +432,21 @@ class TraceIndex:
         return self._estimate - user + _FRAME_TOKENS
 
     def entries_before(self, cut: int, anchor: int) -> list[Entry]:
-        """The lines of every unit before `cut` but the kept `anchor`, oldest first."""
-        return [e for unit in range(cut) if unit != anchor for e in self.lines(unit)]
+        """The lines of every unit before `cut`, oldest first: of the kept `anchor`, only those of the
+        notes an earlier pass merged into it (the new note carries them)."""
+        return [e for unit in range(cut) for e in self.lines(unit) if unit != anchor or e.carried]
 
     def turns_before(self, cut: int, messages: Sequence[Message], units: Sequence[tuple[int, int]]) -> int:
-        """Assistant turns among the units before `cut`."""
-        return sum(1 for start, _ in units[:cut] if messages[start].get("role") == "assistant")
+        """The turns the units before `cut` stand for: their assistant turns, and the turns the notes
+        of an earlier pass among them (the kept anchor's too) stood for."""
+        turns = 0
+        for start, end in units[:cut]:
+            if messages[start].get("role") == "assistant":
+                turns += 1
+            for message in messages[start:end]:
+                earlier = earlier_notes(message) if may_hold_note(message) else None
+                turns += earlier.turns if earlier is not None else 0
+        return turns
 
 
 def render_summary(summary: str, covered: int, *, total: int | None = None) -> str:

@@ -19,6 +19,7 @@ from litellm_governance import GovernanceConfig, govern, govern_anthropic, gover
 from litellm_governance._calls import is_stub
 from litellm_governance._explain import explain
 from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model
+from litellm_governance._trace import EarlierNotes, earlier_notes
 
 from .builders import assistant, call, long_text, result, system, user
 from .format_validity import anthropic_problems, responses_problems
@@ -725,6 +726,204 @@ class TestNote:
         assert out.input[1]["role"] == "user" and out.input[1]["content"].startswith(NOTE)
         assert 'exec_command(cmd="rg x0")' in out.input[1]["content"]
         assert responses_problems(out.input) == []
+
+    # A second pass cuts further than the first: the proxy's deployment pass for a smaller deployment
+    # (or a fallback), or the pass over the chat request LiteLLM translated a /v1/messages or
+    # /v1/responses request into. The first pass's note must not be lost with the message it was in.
+
+    @staticmethod
+    def two_tasks_session() -> Messages:
+        messages = agent_session(30, size=800)
+        messages += [assistant("The parser drops the timezone."), user("Keep the old API working too.")]
+        for i in range(30, 60):
+            messages += [
+                assistant(None, call(f"c{i}", "Bash", command=f"pytest -k t{i}")),
+                result(f"c{i}", long_text(800, f"o{i}")),
+            ]
+        return messages
+
+    @staticmethod
+    def carried(first: str, second: str, *, task_cut: bool = True) -> None:
+        """`second` (a later pass's note) keeps every line of `first` (an earlier one's), or counts it
+        in its fold line, and quotes no note as words of the user's (the task's, where it was cut)."""
+        lines = [line for line in first.removesuffix("]").splitlines()[1:] if line.startswith("- ")]
+        missing = [line for line in lines if line not in second and line + "]" not in second]
+        folded = re.search(r"^- \(\+(\d+) earlier: ", second, re.MULTILINE)
+        assert len(missing) <= (int(folded.group(1)) if folded else 0), missing
+        assert second.count(NOTE) == 1 and ('Make the suite pass."\n' in second) == task_cut  # quoted alone
+
+    @pytest.mark.parametrize("model", ["zai/glm-4.6", "openai/gpt-4o"], ids=["merged-into-the-task", "own-message"])
+    def test_a_later_pass_that_cuts_the_note_carries_it_forward(self, model: str) -> None:
+        """GLM's rules merge the note into the task's text; OpenAI takes it as a message of its own.
+        Either way, when a later pass with a smaller window cuts it, the new note stands for every
+        turn cut so far (its count is the two passes' together) and keeps the earlier note's lines."""
+        session = self.two_tasks_session()
+        first = self.governed(session, model=model, window=20_000, keep_recent=100)
+        second = self.governed(first.messages, model=model, window=12_000, keep_recent=100)
+        note = note_of(second.messages)
+        assert "Keep the old API working too." in str(second.messages[1]["content"])  # the newer task anchors now
+        cut = sum(m["role"] == "assistant" for m in session) - sum(m["role"] == "assistant" for m in second.messages)
+        earlier = int(re.findall(r"\d+", note_of(first.messages))[0])
+        assert 0 < earlier < cut
+        assert note.startswith(f"{NOTE}{cut} earlier turns were cut")
+        self.carried(note_of(first.messages), note)
+        assert problems(second.messages, "strict" if model.startswith("zai") else "permissive") == []
+        both = first.report.then(second.report).steps  # as the proxy reports its two passes
+        assert both["noted"] == 1  # one note in the request, not two
+        texts = [str(m.get("content")) for m in second.messages]
+        merged = [m for m in session if m["role"] == "user" and any(t.startswith(m["content"] + "\n\n") for t in texts)]
+        kept = [m for m in session if m in second.messages] + merged
+        assert both["snipped"] == len(session) - len(kept)  # the client's messages cut, no note among them
+
+    def test_a_note_merged_into_the_task_a_later_pass_keeps_is_carried_too(self) -> None:
+        """One task (GLM: the note merged into it): the later pass keeps the task and writes one note
+        for both passes' cut turns, the task's own words back as the client sent them."""
+        session = agent_session(60, size=800)
+        first = self.governed(session, model="zai/glm-4.6", window=16_000, keep_recent=100)
+        second = self.governed(first.messages, model="zai/glm-4.6", window=10_000, keep_recent=100)
+        note = note_of(second.messages)
+        cut = sum(m["role"] == "assistant" for m in session) - sum(m["role"] == "assistant" for m in second.messages)
+        assert note.startswith(f"{NOTE}{cut} earlier turns were cut")
+        assert second.messages[1]["content"] == "Make the suite pass.\n\n" + note
+        self.carried(note_of(first.messages), note, task_cut=False)
+        assert first.report.then(second.report).steps["noted"] == 1
+        assert problems(second.messages, "strict") == []
+
+    def test_every_earlier_note_in_a_message_is_read_back(self) -> None:
+        """Two notes merged into one task (a third pass), with the user's words around them: both
+        notes' lines and turns, and the words alone."""
+        older = '[Context note: 3 earlier turns were cut to fit the context window. What ...:\n- Read(file_path="a.py") → 2 lines]'
+        newer = '[Context note: 1 earlier turn was cut to fit the context window. What ...:\n- said: "Done [1]"]'
+        content = f"Make the suite pass.\n\n{older}\n\n{newer}\n\nAlso the docs."
+        found = earlier_notes({"role": "user", "content": content})
+        assert found == EarlierNotes(
+            ('Read(file_path="a.py") → 2 lines', 'said: "Done [1]"'), 4, "Make the suite pass. Also the docs."
+        )
+        blocks = earlier_notes({"role": "user", "content": [text("Make the suite pass."), text(older)]})
+        assert blocks is not None and blocks.turns == 3 and blocks.own == "Make the suite pass."
+        assert earlier_notes({"role": "user", "content": "Quote: [Context note: not ours"}) is None
+        assert earlier_notes({"role": "assistant", "content": older}) is None
+
+    def test_an_anthropic_note_block_cut_by_a_later_pass_is_carried_forward(self) -> None:
+        """/v1/messages: the note is a text block of the task's message; cut with it, it is carried."""
+        messages: Messages = [u(text("<system-reminder>ctx</system-reminder>"), text("Make the suite pass."))]
+        for i in range(60):
+            if i == 30:
+                messages += [a(text("The parser drops the timezone.")), u(text("Keep the old API working too."))]
+            messages += [
+                a(tool_use(f"t{i}", "Bash", command=f"pytest -k t{i}")),
+                u(tool_result(f"t{i}", long_text(800, str(i)))),
+            ]
+
+        def governed(history: Messages, window: int) -> Any:
+            config = GovernanceConfig(context_window_tokens=window, cache_stable=False, keep_recent=100)
+            return govern_anthropic(history, model=CLAUDE, config=config)
+
+        first = governed(messages, 20_000)
+        second = governed(first.messages, 12_000)
+        cut = sum(m["role"] == "assistant" for m in messages) - sum(m["role"] == "assistant" for m in second.messages)
+        note = note_of(second.messages)
+        assert int(re.findall(r"\d+", note_of(first.messages))[0]) < cut
+        assert note.startswith(f"{NOTE}{cut} earlier turns were cut")
+        self.carried(note_of(first.messages), note)
+        assert anthropic_problems(second.messages, prefill=True) == []
+
+
+# A session in the abstract: ("task", words) or ("call", tool, argument, output size), in order.
+Step = tuple[Any, ...]
+
+
+@st.composite
+def two_pass_sessions(draw: st.DrawFn) -> tuple[list[Step], int, int]:
+    """A long tool loop with a few tasks, and two windows: the first pass's, then a smaller one."""
+    steps: list[Step] = [("task", "Make the suite pass.")]
+    for i in range(draw(st.integers(20, 70))):
+        if draw(st.integers(0, 14)) == 0:
+            steps.append(("task", f"Also handle case {i}."))
+        tool = draw(st.sampled_from(["Read", "Bash", "Grep"]))
+        steps.append(("call", tool, f"a{draw(st.integers(0, 9))}", draw(st.integers(200, 2_500))))
+    first = draw(st.integers(8_000, 40_000))
+    return steps, first, draw(st.integers(5_000, first))
+
+
+def chat_of(steps: list[Step]) -> Messages:
+    messages: Messages = [system()]
+    for i, step in enumerate(steps):
+        if step[0] == "task":
+            messages.append(user(step[1]))
+        else:
+            messages += [
+                assistant(None, call(f"c{i}", step[1], arg=step[2])),
+                result(f"c{i}", long_text(step[3], str(i))),
+            ]
+    return messages
+
+
+def anthropic_of(steps: list[Step]) -> Messages:
+    messages: Messages = []
+    for i, step in enumerate(steps):
+        if step[0] == "task":
+            messages.append(u(text(step[1])))
+        else:
+            messages += [
+                a(tool_use(f"t{i}", step[1], arg=step[2])),
+                u(tool_result(f"t{i}", long_text(step[3], str(i)))),
+            ]
+    return messages
+
+
+def responses_of(steps: list[Step]) -> Messages:
+    items: Messages = []
+    for i, step in enumerate(steps):
+        if step[0] == "task":
+            items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": step[1]}]})
+        else:
+            arguments = json.dumps({"arg": step[2]})
+            items += [
+                {"type": "function_call", "call_id": f"c{i}", "name": step[1], "arguments": arguments},
+                {"type": "function_call_output", "call_id": f"c{i}", "output": long_text(step[3], str(i))},
+            ]
+    return items
+
+
+def turns_of(history: Messages) -> int:
+    """Assistant turns: assistant messages, or runs of assistant-side Responses items."""
+    turns, run = 0, False
+    for item in history:
+        side = item.get("role") == "assistant" or str(item.get("type")).endswith("_call")
+        turns += side and not run
+        run = side
+    return turns
+
+
+def notes_in(history: Messages) -> list[int]:
+    """The turn count of every note in `history`."""
+    return [int(n) for n in re.findall(r"\[Context note: (\d+) earlier", json.dumps(history))]
+
+
+@PROPERTY
+@given(session=two_pass_sessions(), fmt=st.sampled_from(["chat-glm", "chat-gpt", "anthropic", "responses"]))
+def test_a_later_smaller_pass_leaves_one_note_for_every_turn_cut(
+    session: tuple[list[Step], int, int], fmt: str
+) -> None:
+    """Whatever a first pass cut, a second with a smaller window (a smaller deployment, or the
+    translated call) leaves at most one note, and it stands for every turn cut by either pass."""
+    steps, first_window, second_window = session
+
+    def governed(history: Messages, window: int) -> Messages:
+        config = GovernanceConfig(context_window_tokens=window, cache_stable=False)
+        if fmt == "anthropic":
+            return govern_anthropic(history, model=CLAUDE, config=config).messages
+        if fmt == "responses":
+            return govern_responses(history, model=GPT, config=config).input
+        return govern(history, model="zai/glm-4.6" if fmt == "chat-glm" else "openai/gpt-4o", config=config).messages
+
+    history = {"anthropic": anthropic_of, "responses": responses_of}.get(fmt, chat_of)(steps)
+    second = governed(governed(history, first_window), second_window)
+    notes = notes_in(second)
+    assert len(notes) <= 1, notes
+    if notes:
+        assert notes[0] == turns_of(history) - turns_of(second)
 
 
 # ---- small defects --------------------------------------------------------------------------
