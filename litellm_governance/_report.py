@@ -36,7 +36,9 @@ class GovernanceReport:
     steps: Mapping[str, int] = field(default_factory=dict)
     #: Provider tokens each stage of the pipeline removed (`_steps.STAGES`, by name; negative where a
     #: stage added more than it removed, e.g. a backfilled result): they add up to
-    #: ``tokens_before - tokens_after``. Only stages that changed the count are listed.
+    #: ``tokens_before - tokens_after`` (less what LiteLLM's translation changed, where the proxy's
+    #: two passes were in different formats: a note says so). Only stages that changed the count
+    #: are listed.
     tokens_removed: Mapping[str, int] = field(default_factory=dict)
     over_budget: bool = False
     changed: bool = False
@@ -96,6 +98,7 @@ class GovernanceReport:
             removed[key] = removed.get(key, 0) + count
         return replace(
             later,
+            format=self.format,  # the client's (LiteLLM may have translated the request in between)
             tokens_before=self.tokens_before,
             messages_before=self.messages_before,
             steps=dict(sorted(steps.items())),

@@ -16,6 +16,7 @@ __all__ = [
     "HistoryScan",
     "call_id_of",
     "format_of",
+    "metadata_key",
     "scan_history",
 ]
 
@@ -32,6 +33,21 @@ HISTORY: Final[Mapping[Format, str]] = {spec.name: spec.history for spec in FORM
 #: Where each format keeps LiteLLM's own metadata (Anthropic's and OpenAI's ``metadata`` is the
 #: provider's field on /v1/messages and /v1/responses: nothing of ours may go there).
 METADATA: Final[Mapping[Format, str]] = {spec.name: spec.metadata for spec in FORMATS.values()}
+# The metadata field of /v1/messages and /v1/responses requests (`METADATA`).
+_CLIENT_METADATA: Final = "litellm_metadata"
+
+
+def metadata_key(request: Mapping[str, Any], fmt: Format) -> str:
+    """The field of `request` with the LiteLLM metadata the plugin reads (per-request overrides) and
+    writes (its pass state and report): the format's own (`METADATA`), except on the chat call
+    LiteLLM makes when it translates a ``/v1/messages`` or ``/v1/responses`` request for a chat
+    deployment. That inner call has no ``metadata`` and carries the client request's
+    ``litellm_metadata``, the very dict: the client's overrides are there, so is the proxy's
+    pre-call pass, and a report written there is the one the response header and LiteLLM's
+    logging payload show."""
+    key = METADATA[fmt]
+    carried = key != _CLIENT_METADATA and not isinstance(request.get(key), dict)
+    return _CLIENT_METADATA if carried and isinstance(request.get(_CLIENT_METADATA), dict) else key
 
 
 def format_of(call_type: Any) -> Format | None:

@@ -18,7 +18,7 @@ from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request
 from .collector import collector_paused
 from .failures import Failures
-from .fields import HISTORY, METADATA, HistoryScan, call_id_of, scan_history
+from .fields import HISTORY, HistoryScan, call_id_of, metadata_key, scan_history
 from .learning import Learning, Ratio
 from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
@@ -68,7 +68,7 @@ class PassState:
 
 def _state(request: Mapping[str, Any], fmt: Format) -> PassState | None:
     """The state the proxy's previous pass left in `request`'s metadata, if any."""
-    metadata = request.get(METADATA[fmt])
+    metadata = request.get(metadata_key(request, fmt))
     state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
     return state if isinstance(state, PassState) else None
 
@@ -96,7 +96,8 @@ async def run_pass(
     """Govern `request` (in format `fmt`) for the deployment `target_of` names: the governed request,
     or None when it goes on unchanged. Fails open (or closed: see `Failures`). `scan` is the
     request's history scanned by the hook (`fields.scan_history`), when it has done so."""
-    metadata = request.get(METADATA[fmt])
+    home = metadata_key(request, fmt)
+    metadata = request.get(home)
     if isinstance(metadata, dict) and metadata.get(SUMMARY_MARKER):
         return None  # the plugin's own summary request: nothing to govern
     previous = _state(request, fmt)
@@ -159,10 +160,12 @@ async def run_pass(
     # fallback) runs on the pre-call output, and the report covers both.
     first = previous.pre_call_report if previous is not None and stage == "deployment" else None
     combined = first.then(report) if first is not None else report
+    if first is not None and first.format != report.format:
+        combined = with_notes(combined, [_translated_note(first, report)])
     record(request, fmt, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
     updated = governed.request if report.changed else request
-    if in_proxy and isinstance(updated.get(METADATA[fmt]), dict):
-        updated[METADATA[fmt]][STATE_KEY] = PassState(
+    if in_proxy and isinstance(updated.get(home), dict):
+        updated[home][STATE_KEY] = PassState(
             history_id=id(updated.get(HISTORY[fmt])),
             target_key=target.key(),
             config=config,
@@ -175,6 +178,15 @@ async def run_pass(
     if summaries is not None and config.summary_model and governed.cut is not None and report.cache_stable:
         summaries.schedule(governed.cut, config.summary_model, _summary_tokens(report))
     return updated if updated is not request else None
+
+
+def _translated_note(first: GovernanceReport, then: GovernanceReport) -> str:
+    """The report's note when LiteLLM translated the request between the proxy's two passes (the
+    stages' figures add up to the tokens before and after, less what the translation changed)."""
+    return (
+        f"translated by LiteLLM from {first.format} to {then.format} after the pre-call pass "
+        f"(estimate {first.tokens_after} -> {then.tokens_before} tokens): governed again as the deployment receives it"
+    )
 
 
 def _summary_tokens(report: GovernanceReport) -> int:

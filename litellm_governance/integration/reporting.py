@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from .._report import GovernanceReport
 from .._request import Format
-from .fields import METADATA
+from .fields import metadata_key
 
 __all__ = ["HEADER", "REPORT_KEY", "header", "log_report", "logger", "record", "report_slot", "with_notes"]
 
@@ -28,7 +28,7 @@ _REPORT_FORMATS: Final[tuple[Format, ...]] = ("chat", "anthropic")
 def _spend_logs(request: dict[str, Any], fmt: Format, *, create: bool) -> dict[str, Any] | None:
     """``spend_logs_metadata`` in the request's LiteLLM metadata: the part of it LiteLLM's
     standard logging payload keeps."""
-    key = METADATA[fmt]
+    key = metadata_key(request, fmt)
     metadata = request.get(key)
     if metadata is None and create:
         metadata = request[key] = {}

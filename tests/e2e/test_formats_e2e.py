@@ -206,6 +206,67 @@ def test_report_reaches_the_logging_payload_on_both_routes(proxy: ProxyProcess) 
         assert report["stage"] == "pre_call"  # the deployment pass saw the same target and stood aside
 
 
+@pytest.mark.parametrize("route", ["/v1/messages", "/v1/responses"])
+def test_a_translated_request_is_reported_and_noted_as_the_provider_receives_it(
+    proxy: ProxyProcess, upstreams: dict[str, RecordingUpstream], route: str
+) -> None:
+    """Claude Code and Codex sessions sent to GLM: the pre-call pass fits the client's body, LiteLLM
+    translates it to chat, and the deployment hook fits that translation (it counts differently),
+    cutting a little more. The header and the logging payload report both passes, down to the
+    messages GLM received, and the one note GLM received stands for every turn cut, by both."""
+    user_id = f"translated{route.replace('/', '-')}"
+    if route == "/v1/messages":
+        body = claude_code_body(300, seed=5, model="glm")
+        sent_turns = sum(m["role"] == "assistant" for m in body["messages"])
+    else:
+        body = codex_body(400, seed=5, model="glm")
+        sent_turns = _responses_turns(body["input"])
+    with proxy.client(timeout=120) as client:
+        response = client.post(route, json={**body, "user": user_id})
+    _, got = received(upstreams, "glm")
+    assert response.status_code == 200, response.text[:800]
+
+    def mine(record: dict[str, Any]) -> bool:
+        spend = (record.get("metadata") or {}).get("spend_logs_metadata") or {}
+        return record.get("end_user") == user_id and isinstance(spend.get("governance"), dict)
+
+    record = proxy.wait_for_payload(mine)
+    assert record is not None
+    report = record["metadata"]["spend_logs_metadata"]["governance"]
+    assert report["stage"] == "deployment", report["notes"]
+    assert report["format"] == ("anthropic" if route == "/v1/messages" else "responses")  # the client's
+    assert any(note.startswith("translated by LiteLLM from ") for note in report["notes"])
+    assert report["messages_after"] == len(got["messages"])
+    assert response.headers["x-litellm-governance"] == report["summary"]
+    assert report["steps"]["noted"] == 1
+    notes = [t for m in got["messages"] if m["role"] == "user" for t in _texts(m["content"]) if "[Context note:" in t]
+    assert len(notes) == 1, notes
+    turns = int(notes[0].split("[Context note: ", 1)[1].split(" ", 1)[0])
+    assert turns == sent_turns - sum(m["role"] == "assistant" for m in got["messages"])
+    assert chat_problems(got["messages"], "strict") == []
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content if isinstance(b, dict)]
+
+
+def _responses_turns(items: list[dict[str, Any]]) -> int:
+    """Assistant turns in a Responses input: runs of assistant-side items (as the chat bridge groups them)."""
+    turns, run = 0, False
+    for item in items:
+        assistant = item.get("role") == "assistant" or item.get("type") in (
+            "reasoning",
+            "function_call",
+            "custom_tool_call",
+            "local_shell_call",
+        )
+        turns += assistant and not run
+        run = assistant
+    return turns
+
+
 def _task_text(content: Any) -> str:
     if isinstance(content, str):
         return content

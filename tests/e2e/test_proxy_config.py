@@ -22,7 +22,8 @@ def models(upstream: RecordingUpstream) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def configured(proxy_factory: ProxyFactory, upstream: RecordingUpstream) -> ProxyProcess:
     return proxy_factory(
-        model_list=models(upstream),
+        # "agent-chat": a chat-only deployment, to which LiteLLM translates /v1/messages requests.
+        model_list=[*models(upstream), model_entry("agent-chat", "hosted_vllm/up-agent-chat", upstream.base_url)],
         # Literal rules: these tests count the results compaction leaves whole (cache_stable,
         # the default at this 100k window, compacts twenty at a time instead).
         callback_settings={"governance": {"keep_recent": 2, "allow_request_overrides": True, "cache_stable": False}},
@@ -68,6 +69,39 @@ def test_allowed_client_override(configured: ProxyProcess, upstream: RecordingUp
     assert whole_results(upstream, "up-agent") == 6
     post(configured, {"model": "agent", "messages": READS, "metadata": {"governance": {"keep_recent": 4}}})
     assert whole_results(upstream, "up-agent") == 4
+
+
+READS_ANTHROPIC = {
+    "max_tokens": 1_000,
+    "system": "You are a coding agent.",
+    "messages": [{"role": "user", "content": "task"}]
+    + [
+        m
+        for i in range(6)
+        for m in (
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"r{i}", "name": "read_file", "input": {}}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": long_text(2_000, f"f{i}")}],
+            },
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize(("overrides", "whole"), [(None, 2), ({"keep_recent": 4}, 4), ({"disable": True}, 6)])
+def test_overrides_hold_on_the_call_litellm_translates(
+    configured: ProxyProcess, upstream: RecordingUpstream, overrides: dict[str, Any] | None, whole: int
+) -> None:
+    """/v1/messages to a chat deployment: LiteLLM translates the request into a chat call, which the
+    plugin governs. The client's overrides (in ``litellm_metadata``) hold there too."""
+    body: dict[str, Any] = {**READS_ANTHROPIC, "model": "agent-chat"}
+    if overrides is not None:
+        body["litellm_metadata"] = {"governance": overrides}
+    with configured.client() as client:
+        response = client.post("/v1/messages", json=body)
+    assert response.status_code == 200, response.text[:500]
+    assert whole_results(upstream, "up-agent-chat") == whole
 
 
 @pytest.mark.parametrize(
