@@ -167,6 +167,12 @@ def _notes_in_text(text: str, lines: list[str], own: list[str]) -> int:
     return turns
 
 
+def _part_text(part: object) -> str | None:
+    """The text of a content part (a string, or a block's ``text``), if it has one."""
+    text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
+    return text if isinstance(text, str) else None
+
+
 def may_hold_note(message: Message) -> bool:
     """Whether `message` can hold a note of an earlier pass: a user message, not text that rode
     along with tool results (a note goes next to a task, and only there is it merged)."""
@@ -189,11 +195,7 @@ def earlier_notes(message: Mapping[str, object]) -> EarlierNotes | None:
             return None
         texts = [content]
     elif isinstance(content, list):
-        texts = []
-        for part in content:
-            text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
-            if isinstance(text, str):
-                texts.append(text)
+        texts = [text for text in map(_part_text, content) if text is not None]
     else:
         return None
     if not any(NOTE_START in text or SUMMARY_START in text for text in texts):
@@ -233,8 +235,8 @@ def without_notes(message: Message) -> Message:
         return message
     parts: list[Any] = []
     for part in content:
-        text = part if isinstance(part, str) else part.get("text") if isinstance(part, Mapping) else None
-        if not isinstance(text, str) or (NOTE_START not in text and SUMMARY_START not in text):
+        text = _part_text(part)
+        if text is None or (NOTE_START not in text and SUMMARY_START not in text):
             parts.append(part)
         elif kept := own(text):
             parts.append(kept if isinstance(part, str) else {**part, "text": kept})
@@ -409,10 +411,12 @@ class TraceIndex:
             )
         return found
 
-    def _user_cost(self, unit: int) -> int:
-        """What the user said in `unit` costs in the note (an anchor's words: kept, not noted)."""
+    def _kept_cost(self, unit: int) -> int:
+        """What the lines of a kept anchor `unit` cost that the note needs no new room for: the
+        user's words (kept, not noted) and an earlier pass's note in it (already counted with the
+        anchor; the new note repeats those lines in the room it frees)."""
         lines = self.lines(unit)
-        return sum(self.counter.short(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" and not e.carried)
+        return sum(self.counter.short(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" or e.carried)
 
     def estimate(self, cut: int, anchor: int) -> int:
         """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
@@ -428,8 +432,8 @@ class TraceIndex:
             self._done += 1
         if self._estimate == 0:
             return 0
-        user = self._user_cost(anchor) if 0 <= anchor < cut else 0
-        return self._estimate - user + _FRAME_TOKENS
+        kept = self._kept_cost(anchor) if 0 <= anchor < cut else 0
+        return self._estimate - kept + _FRAME_TOKENS
 
     def entries_before(self, cut: int, anchor: int) -> list[Entry]:
         """The lines of every unit before `cut`, oldest first: of the kept `anchor`, only those of the

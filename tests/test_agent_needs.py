@@ -789,6 +789,16 @@ class TestNote:
         assert first.report.then(second.report).steps["noted"] == 1
         assert problems(second.messages, "strict") == []
 
+    def test_a_kept_tasks_earlier_note_is_counted_once(self) -> None:
+        """The note merged into a kept task is already counted with the task: the later pass does
+        not count it again as new note room. Here compacting alone fits the smaller window; counted
+        twice, the note made the pass cut 60 messages instead."""
+        first = self.governed(agent_session(120, size=600), model="zai/glm-4.6", window=20_000, keep_recent=200)
+        second = self.governed(first.messages, model="zai/glm-4.6", window=15_000, keep_recent=200)
+        assert "snipped" not in second.report.steps and second.report.steps["compacted"] > 0
+        assert len(second.messages) == len(first.messages) and not second.report.over_budget
+        assert note_of(second.messages) == note_of(first.messages)
+
     def test_every_earlier_note_in_a_message_is_read_back(self) -> None:
         """Two notes merged into one task (a third pass), with the user's words around them: both
         notes' lines and turns, and the words alone."""
