@@ -28,6 +28,16 @@ The estimator, and why:
   Bedrock, OpenAI Responses), the floor is the ratio that was used times `TIGHTEN_STEP`, and at least
   what the window itself proves. The floor holds for the next `FLOOR_SPAN` samples, then the samples
   speak alone.
+* **Held, for a ``cache_stable`` budget** (`ratio_for`, `HOLD_HEADROOM`, `HOLD_BAND`). The quantile
+  moves with nearly every sample, and each move moves the budget. A ``cache_stable`` deployment
+  replays its conversation's growth under that budget, so a budget that moves rewrites the
+  prompt-cached prefix: in a replay of a Claude Code session to a GLM deployment through a real
+  proxy (64k window, 200 turns), 17 of the 47 prefix rewrites came on a turn where the learned ratio
+  had moved. So there the ratio applied is held: set to the learned ratio times `HOLD_HEADROOM`, it
+  stays while the learned ratio stays between it and `HOLD_BAND` below it, and is set anew when the
+  learned ratio rises above it (at once: an undercount is a rejected request) or falls below that
+  band. The cost is a budget up to that much tighter than the learned ratio alone gives; where
+  every turn is fitted to the full budget (no ``cache_stable``), the learned ratio is followed.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ from ._provider_answers import ContextError, parse_context_error, prompt_tokens_
 
 __all__ = [
     "FLOOR_SPAN",
+    "HOLD_BAND",
+    "HOLD_HEADROOM",
     "LEARNED_MARGIN",
     "MAX_RATIO",
     "MIN_RATIO",
@@ -71,6 +83,10 @@ QUANTILE: Final = 0.9
 #: The learned ratio is the quantile times this: the content of the next request is not the content
 #: of the last ones (its mix of code, prose and short compacted results drifts turn by turn).
 LEARNED_MARGIN: Final = 1.03
+#: The ratio applied is set to the learned ratio times this (room for it to rise without a change).
+HOLD_HEADROOM: Final = 1.03
+#: The ratio applied is set anew when the learned ratio falls this far below it.
+HOLD_BAND: Final = 1.06
 #: Samples needed before the learned ratio replaces the profile's.
 MIN_SAMPLES: Final = 5
 #: Requests estimated below this many tiktoken tokens are not samples.
@@ -103,6 +119,9 @@ class Calibration:
     floor: float | None = None
     #: The floor holds while `count` is below this.
     floor_until: int = 0
+    #: The learned ratio as applied, held while the learned one moves little (`held`); None: not
+    #: recorded (a state built directly, or read from a value written before it was kept).
+    applied: float | None = None
 
     # ---- the ratio -------------------------------------------------------------------------------
 
@@ -116,6 +135,12 @@ class Calibration:
         return ordered[rank - 1] * LEARNED_MARGIN
 
     @property
+    def held(self) -> float | None:
+        """The learned ratio as applied (module docstring: held, not followed), None before
+        `MIN_SAMPLES`."""
+        return _hold(self.applied, self.learned)
+
+    @property
     def active_floor(self) -> float | None:
         """The rejection floor, while it holds."""
         return self.floor if self.floor is not None and self.count < self.floor_until else None
@@ -123,7 +148,11 @@ class Calibration:
     @property
     def ratio(self) -> float | None:
         """The ratio to budget with, or None (use the profile's) when nothing was learned yet."""
-        candidates = [x for x in (self.learned, self.active_floor) if x is not None]
+        return self.ratio_for(held=False)
+
+    def ratio_for(self, *, held: bool) -> float | None:
+        """`ratio`, with the learned ratio `held` (for a ``cache_stable`` budget) or followed."""
+        candidates = [x for x in (self.held if held else self.learned, self.active_floor) if x is not None]
         return _bounded(max(candidates)) if candidates else None
 
     @property
@@ -140,7 +169,8 @@ class Calibration:
         if not _plausible(ratio):
             return self
         samples = (*self.samples, round(float(ratio), 4))[-WINDOW:]
-        return replace(self, samples=samples, count=self.count + 1)
+        state = replace(self, samples=samples, count=self.count + 1)
+        return replace(state, applied=_hold(self.held, state.learned))
 
     def after_rejection(self, *, used: float, measured: float | None, proven: float | None = None) -> Calibration:
         """This state after a context-length rejection of a request budgeted with ratio `used`.
@@ -170,6 +200,8 @@ class Calibration:
         if self.floor is not None:
             value["f"] = self.floor
             value["u"] = self.floor_until
+        if self.applied is not None:
+            value["a"] = self.applied
         return value
 
     @classmethod
@@ -186,9 +218,11 @@ class Calibration:
         if not isinstance(value, Mapping) or value.get("v") != VALUE_VERSION:
             return None
         count, until = _as_int(value.get("n")), _as_int(value.get("u", 0))
-        samples, floor = value.get("s"), value.get("f")
+        samples, floor, applied = value.get("s"), value.get("f"), value.get("a")
         if count is None or until is None or not isinstance(samples, list):
             return None
+        if applied is not None and not (_is_number(applied) and _plausible(float(applied))):
+            applied = None  # (held anew from the samples)
         kept = tuple(round(float(s), 4) for s in samples if _is_number(s) and _plausible(float(s)))[-WINDOW:]
         if floor is not None and not (_is_number(floor) and _plausible(float(floor))):
             return None
@@ -197,6 +231,7 @@ class Calibration:
             count=max(count, len(kept)),
             floor=_bounded(float(floor)) if floor is not None else None,
             floor_until=until,
+            applied=float(applied) if applied is not None else None,
         )
 
 
@@ -289,6 +324,16 @@ def _digest(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _hold(applied: float | None, learned: float | None) -> float | None:
+    """The ratio to apply, given the one applied so far and the learned one now (module docstring)."""
+    if learned is None:
+        return None
+    if applied is not None and applied / HOLD_BAND <= learned <= applied:
+        return applied
+    # Rounded up to the 4 decimals the cache keeps: never below the learned ratio times the headroom.
+    return math.ceil(_bounded(learned * HOLD_HEADROOM) * 10_000 - 1e-6) / 10_000
 
 
 def _bounded(ratio: float) -> float:

@@ -16,11 +16,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from litellm_governance import GovernanceHook
 from litellm_governance import _calibration as cal
 from litellm_governance._calibration import (
     FLOOR_SPAN,
+    HOLD_BAND,
+    HOLD_HEADROOM,
     LEARNED_MARGIN,
     MAX_RATIO,
     MIN_RATIO,
@@ -38,6 +42,12 @@ from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PRE
 from litellm_governance.testing.emulation import PROVIDERS, RULES, check_context, error_response
 
 from .builders import assistant, calling, result, system, user
+
+
+def held(quantile: float) -> float:
+    """The ratio applied to a ``cache_stable`` budget when the samples' quantile is `quantile`, set
+    anew (rounded up to 4 decimals)."""
+    return math.ceil(quantile * LEARNED_MARGIN * HOLD_HEADROOM * 10_000 - 1e-6) / 10_000
 
 
 def learned(*samples: float, base: Calibration | None = None) -> Calibration:
@@ -101,6 +111,73 @@ class TestEstimator:
     def test_the_ratio_is_bounded(self, sample: float, expected: float) -> None:
         """Plausible but extreme samples give a ratio within [MIN_RATIO, MAX_RATIO]."""
         assert learned(*[sample] * MIN_SAMPLES).ratio == expected
+
+
+class TestHold:
+    """For a ``cache_stable`` budget the ratio applied is held while the learned one moves little
+    (`_calibration`: held): each move of the budget rewrites the deployment's cached prefix."""
+
+    def test_small_moves_of_the_learned_ratio_leave_the_ratio_alone(self) -> None:
+        """A content mix that drifts a little each turn moves the quantile on most samples; the
+        ratio applied stays."""
+        state = learned(*[1.3] * WINDOW)
+        applied = state.ratio_for(held=True)
+        seen = set()
+        for step in range(60):
+            state = state.with_sample(1.3 * (1.0 + 0.01 * (step % 3)))  # 1.300, 1.313, 1.326, ...
+            assert state.learned is not None
+            seen.add(state.learned)
+            assert state.ratio_for(held=True) == applied
+        assert len(seen) > 1  # the learned ratio did move
+        assert state.ratio == state.learned  # (followed where nothing is replayed)
+
+    def test_a_rise_above_it_is_applied_at_once(self) -> None:
+        """An undercount is a rejected request: the ratio never lags below the learned one."""
+        state = learned(*[1.3] * WINDOW)
+        state = learned(*[1.45] * 3, base=state)
+        assert state.learned == pytest.approx(1.45 * LEARNED_MARGIN)
+        assert state.ratio_for(held=True) == held(1.45)
+
+    def test_a_small_fall_keeps_it_and_a_large_one_lowers_it(self) -> None:
+        """Freed room is given back once the learned ratio falls out of the band below the ratio."""
+        state = learned(*[1.3] * WINDOW)
+        applied = state.ratio_for(held=True)
+        assert applied is not None
+        state = learned(*[1.27] * WINDOW, base=state)  # within the band: kept
+        assert state.ratio_for(held=True) == applied
+        state = learned(*[1.1] * WINDOW, base=state)  # below it: set anew
+        assert state.ratio_for(held=True) == held(1.1)
+        assert state.ratio_for(held=True) < applied / HOLD_BAND
+
+    @given(st.lists(st.floats(min_value=0.6, max_value=2.0), min_size=MIN_SAMPLES, max_size=80))
+    @settings(max_examples=200, deadline=None)
+    def test_the_ratio_is_never_below_the_learned_one_nor_far_above(self, samples: list[float]) -> None:
+        """Whatever the samples: at least the learned ratio (what the samples prove, with its
+        margin), at most `HOLD_BAND` above it; and it changes no more often than the learned one."""
+        state, changes, learned_changes = Calibration(), 0, 0
+        for sample in samples:
+            before = state
+            state = state.with_sample(sample)
+            if state.learned is None:
+                continue
+            assert state.learned <= state.ratio_for(held=True) <= state.learned * HOLD_BAND + 1e-4  # type: ignore[operator]
+            if before.learned is not None:
+                changes += state.ratio_for(held=True) != before.ratio_for(held=True)
+                learned_changes += state.learned != before.learned
+        assert changes <= learned_changes
+
+    def test_the_ratio_applied_is_shared_with_the_samples(self) -> None:
+        """Another process reading the cache value applies the same ratio (not one held anew from the
+        samples alone); a value written before the ratio was kept is held anew from its samples."""
+        state = learned(*[1.3] * WINDOW, *[1.27] * WINDOW)
+        assert state.ratio_for(held=True) == held(1.3) != held(1.27)
+        value = state.to_value()
+        assert Calibration.from_value(value) == state and Calibration.from_value(value).ratio_for(
+            held=True
+        ) == state.ratio_for(held=True)  # type: ignore[union-attr]
+        older = {k: v for k, v in value.items() if k != "a"}
+        assert Calibration.from_value(older).ratio_for(held=True) == held(1.27)  # type: ignore[union-attr]
+        assert Calibration.from_value({**value, "a": "high"}).ratio_for(held=True) == held(1.27)  # type: ignore[union-attr]
 
 
 class TestSampleRatio:

@@ -21,6 +21,7 @@ from .passes import Stage, known_plain, run_pass
 from .reporting import header
 from .routing import deployment_target, group_target, translated_later
 from .summaries import Summaries
+from .translation import Translations
 
 __all__ = ["GovernanceHook"]
 
@@ -46,6 +47,7 @@ class GovernanceHook(CustomLogger):
         self._failures = Failures()
         self._learning = Learning()
         self._summaries = Summaries()
+        self._translations = Translations()
         self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
 
     @property
@@ -167,6 +169,7 @@ class GovernanceHook(CustomLogger):
             failures=self._failures,
             summaries=self._summaries,
             scan=scan,
+            translations=self._translations,
         )
 
     # ---- calibration: learning from the provider's answers ---------------------------------------

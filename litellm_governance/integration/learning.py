@@ -63,8 +63,9 @@ class Learning:
 
     # ---- before a pass: the ratio to budget with ----------------------------------------------------
 
-    async def ratio(self, target: Deployment, request: Mapping[str, Any]) -> Ratio:
-        """The learned ratio of `target` (key: ``model_info.id``, else model + ``api_base``)."""
+    async def ratio(self, target: Deployment, request: Mapping[str, Any], *, held: bool = False) -> Ratio:
+        """The learned ratio of `target` (key: ``model_info.id``, else model + ``api_base``): `held`
+        for a ``cache_stable`` budget (`Calibration.ratio_for`)."""
         key = _calibration.deployment_key(target.model_info, target.model, request.get("api_base"))
         try:
             learned = await self.store.lookup(key)
@@ -73,9 +74,10 @@ class Learning:
         except Exception as exc:  # noqa: BLE001 - calibration never breaks a request
             self._failed(exc)
             return Ratio(key)
-        if learned is None or learned.ratio is None:
+        value = learned.ratio_for(held=held) if learned is not None else None
+        if learned is None or value is None:
             return Ratio(key)
-        return Ratio(key, learned.ratio, learned.source)
+        return Ratio(key, value, learned.source)
 
     # ---- after a pass: what was sent --------------------------------------------------------------
 

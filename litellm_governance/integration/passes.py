@@ -13,6 +13,7 @@ from typing import Any, Final, Literal
 
 from .._config import GovernanceConfig
 from .._errors import ConfigError, InvalidRequestError
+from .._formats import FORMATS
 from .._models import Deployment, resolve_model
 from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request
@@ -24,6 +25,7 @@ from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
 from .reporting import log_report, record, with_notes
 from .summaries import SUMMARY_MARKER, Summaries
+from .translation import Translations, budgeted
 
 __all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "known_plain", "run_pass"]
 
@@ -92,10 +94,12 @@ async def run_pass(
     failures: Failures,
     summaries: Summaries | None = None,
     scan: HistoryScan | None = None,
+    translations: Translations | None = None,
 ) -> dict[str, Any] | None:
     """Govern `request` (in format `fmt`) for the deployment `target_of` names: the governed request,
     or None when it goes on unchanged. Fails open (or closed: see `Failures`). `scan` is the
-    request's history scanned by the hook (`fields.scan_history`), when it has done so."""
+    request's history scanned by the hook (`fields.scan_history`), when it has done so;
+    `translations` what LiteLLM's translation adds to requests, learned on translated routes."""
     home = metadata_key(request, fmt)
     metadata = request.get(home)
     if isinstance(metadata, dict) and metadata.get(SUMMARY_MARKER):
@@ -119,7 +123,8 @@ async def run_pass(
         if client_window is not None:
             config = bounded_window(config, client_window, _known_window(config, target))
         if config.calibrate:
-            ratio = await learning.ratio(target, request)
+            held = config.stable_for(_known_window(config, target))
+            ratio = await learning.ratio(target, request, held=held)
         token_ratio = ratio.value if ratio is not None else None
         call_id = call_id_of(request)
         if previous is not None and previous.matches(history, target, config, token_ratio):
@@ -133,7 +138,14 @@ async def run_pass(
         if scan is None:
             scan = scan_history(history, fmt)
         big = scan.chars > OFF_LOOP_CHARS
-        governed = await _govern(request, fmt, config, target, ratio, summaries=ready, big=big)
+        fitted = config
+        if translations is not None and config.calibrate and stage == "pre_call":
+            # On a route LiteLLM translates, fit what the provider will receive (`translation`).
+            factor = translations.factor((fmt, target.key()))
+            if factor is not None:
+                fitted, note = _for_translation(config, target, request, fmt, factor)
+                notes.extend(note)
+        governed = await _govern(request, fmt, fitted, target, ratio, summaries=ready, big=big)
     except ConfigError as exc:
         where = target.describe() if target is not None else "the request"
         error = ConfigError(f"{where}: {exc.redacted}")
@@ -162,6 +174,14 @@ async def run_pass(
     combined = first.then(report) if first is not None else report
     if first is not None and first.format != report.format:
         combined = with_notes(combined, [_translated_note(first, report)])
+        if translations is not None and config.calibrate and previous is not None:
+            translations.observe(
+                (first.format, previous.target_key),
+                first.estimated_tokens,
+                report.tokens_before / report.token_ratio,
+                budget=first.budget,
+                sent_tokens=first.tokens_after,
+            )
     record(request, fmt, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
     updated = governed.request if report.changed else request
     if in_proxy and isinstance(updated.get(home), dict):
@@ -183,10 +203,30 @@ async def run_pass(
 def _translated_note(first: GovernanceReport, then: GovernanceReport) -> str:
     """The report's note when LiteLLM translated the request between the proxy's two passes (the
     stages' figures add up to the tokens before and after, less what the translation changed)."""
+    done = ", ".join(f"{step}={count}" for step, count in then.steps.items()) if then.changed else ""
     return (
         f"translated by LiteLLM from {first.format} to {then.format} after the pre-call pass "
         f"(estimate {first.tokens_after} -> {then.tokens_before} tokens): governed again as the deployment receives it"
+        f" ({done or 'unchanged'})"
     )
+
+
+def _for_translation(
+    config: GovernanceConfig, target: Deployment, request: Mapping[str, Any], fmt: Format, factor: float
+) -> tuple[GovernanceConfig, list[str]]:
+    """The config a pre-call pass fits with when LiteLLM will translate the request for `target`,
+    which then counts `factor` times more (`translation`), and the report's note saying so."""
+    window = _known_window(config, target)
+    if window is None:
+        return config, []
+    max_output = FORMATS[fmt].max_output_tokens(request)
+    fitted = budgeted(config, window, config.max_output_tokens if max_output is None else max_output, factor)
+    if fitted is config:
+        return config, []
+    return fitted, [
+        f"LiteLLM translates this request for its deployment, where it counts about {factor:g} times more "
+        "(learned from earlier requests): fitted for that"
+    ]
 
 
 def _summary_tokens(report: GovernanceReport) -> int:

@@ -152,6 +152,22 @@ def test_proxy_latency_benchmark_runs() -> None:
 
 
 @pytest.mark.scale
+def test_translated_cache_benchmark_runs() -> None:
+    """bench/translated_cache.py --quick replays a Claude Code session to GLM through a real proxy and
+    prints what the prompt cache sees (a bench: no figure is asserted beyond its table)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "translated_cache.py"), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| seed | requests | reuse | rewrites | recuts | ratio moves | rewrites on a move |" in done.stdout
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 5 |")]
+    assert row.split("|")[2].strip() == "12"
+
+
 def test_collector_proxy_benchmark_counts_collections_in_both_proxies() -> None:
     """bench/collector_proxy.py loads its probe into both proxies and prints what they collected."""
     done = subprocess.run(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,6 +71,8 @@ def proxy(proxy_factory: ProxyFactory, upstreams: dict[str, RecordingUpstream]) 
             _entry("claude-64k", "anthropic/claude-opus-4-6", upstreams["anthropic"].root_url, max_input_tokens=64_000),
             _entry("gpt", "openai/gpt-4.1", upstreams["openai"].base_url, max_input_tokens=64_000),
             _entry("glm", "zai/glm-4.6", upstreams["glm"].base_url, max_input_tokens=GLM_WINDOW),
+            # (a model of its own: what the proxy learns of it is this module's test's alone)
+            _entry("glm-fit", "zai/glm-4.5", upstreams["glm"].base_url, max_input_tokens=GLM_WINDOW),
             _entry("vllm", "hosted_vllm/qwen3", upstreams["vllm"].base_url, max_input_tokens=GLM_WINDOW),
             _entry("deepseek", "deepseek/deepseek-chat", upstreams["deepseek"].root_url),
         ]
@@ -244,6 +247,50 @@ def test_a_translated_request_is_reported_and_noted_as_the_provider_receives_it(
     turns = int(notes[0].split("[Context note: ", 1)[1].split(" ", 1)[0])
     assert turns == sent_turns - sum(m["role"] == "assistant" for m in got["messages"])
     assert chat_problems(got["messages"], "strict") == []
+
+
+def test_a_translated_route_learns_what_the_translation_adds(
+    proxy: ProxyProcess, upstreams: dict[str, RecordingUpstream]
+) -> None:
+    """A Claude Code session to GLM, turn after turn: LiteLLM's translation to chat counts a few per
+    cent more than the body the pre-call pass fitted, so at first the deployment pass compacts or
+    cuts again, on its own terms (a rewrite of the prefix the provider caches). The proxy learns what
+    the translation adds, and from then on the pre-call pass fits what GLM will receive: the
+    deployment pass leaves the translation as it is."""
+    user_id, fmt, turns = "translated-fit", "anthropic", 14
+    with proxy.client(timeout=120) as client:
+        for turn in range(turns):
+            body = claude_code_body(240 + 2 * turn, seed=7, model="glm-fit")
+            response = client.post("/v1/messages", json={**body, "user": user_id})
+            assert response.status_code == 200, response.text[:800]
+
+    def mine(record: dict[str, Any]) -> bool:
+        spend = (record.get("metadata") or {}).get("spend_logs_metadata") or {}
+        return record.get("end_user") == user_id and isinstance(spend.get("governance"), dict)
+
+    deadline = time.monotonic() + 20
+    while len(records := [r for r in proxy.payloads() if mine(r)]) < turns and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # (logged asynchronously: in the order of the session's growth)
+    reports = sorted((r["metadata"]["spend_logs_metadata"]["governance"] for r in records), key=_grown)
+    assert len(reports) == turns
+
+    def second_pass(report: dict[str, Any]) -> str:
+        (note,) = [n for n in report["notes"] if n.startswith(f"translated by LiteLLM from {fmt} to chat")]
+        return note.rsplit(" (", 1)[1]
+
+    def recut(report: dict[str, Any]) -> bool:
+        return "compacted=" in second_pass(report) or "snipped=" in second_pass(report)
+
+    fitted = [any("fitted for that" in n for n in r["notes"]) for r in reports]
+    assert recut(reports[0]) and not fitted[0]  # nothing learned yet: the deployment pass cuts again
+    assert [second_pass(r) for r in reports[-turns // 2 :] if recut(r)] == []
+    assert all(fitted[-turns // 2 :]), fitted
+    assert all(r["tokens_after"] <= r["budget"] for r in reports)
+
+
+def _grown(report: dict[str, Any]) -> int:
+    return int(report["messages_before"])
 
 
 def _texts(content: Any) -> list[str]:

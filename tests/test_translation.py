@@ -1,0 +1,120 @@
+"""What LiteLLM's translation adds, learned on translated routes (`integration.translation`), without a
+proxy. Through a real proxy: ``tests/e2e/test_formats_e2e.py``
+(``test_a_translated_route_learns_what_the_translation_adds``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from litellm_governance import GovernanceConfig
+from litellm_governance.integration import translation
+from litellm_governance.integration.translation import FACTOR_STEP, MAX_FACTOR, Translations, budgeted
+
+KEY = ("anthropic", ("zai", "glm-4.6", ()))
+BUDGET = 30_000
+
+
+def observed(*factors: float, into: Translations | None = None) -> Translations:
+    """`factors` observed on requests that came near their budget."""
+    learned = into or Translations()
+    for factor in factors:
+        learned.observe(KEY, 20_000, 20_000 * factor, budget=BUDGET, sent_tokens=BUDGET - 100)
+    return learned
+
+
+class TestFactor:
+    def test_nothing_observed_means_no_factor(self) -> None:
+        assert Translations().factor(KEY) is None
+
+    def test_one_observation_gives_its_factor_rounded_up(self) -> None:
+        """5 % more once translated: the pre-call pass fits for 6 % (never for less than was seen)."""
+        assert observed(1.05).factor(KEY) == pytest.approx(1.06)
+
+    def test_each_format_and_target_learns_its_own(self) -> None:
+        learned = observed(1.05)
+        assert learned.factor(("responses", KEY[1])) is None
+        assert learned.factor(("anthropic", ("zai", "glm-4.5", ()))) is None
+
+    def test_requests_far_from_their_budget_teach_nothing(self) -> None:
+        """A short request is mostly framing; its factor is not the one that decides a full budget."""
+        learned = Translations()
+        learned.observe(KEY, 2_000, 2_600, budget=BUDGET, sent_tokens=BUDGET // 2 - 1)
+        learned.observe(KEY, 0, 100, budget=BUDGET, sent_tokens=BUDGET)
+        learned.observe(KEY, 20_000, 21_000, budget=None, sent_tokens=BUDGET)
+        assert learned.factor(KEY) is None
+
+    def test_a_translation_that_adds_nothing_gives_no_factor(self) -> None:
+        assert observed(0.97, 1.0).factor(KEY) is None
+
+    def test_the_factor_is_bounded(self) -> None:
+        """A request of many tiny results translates to far more; the bound keeps the budget useful."""
+        assert observed(3.0).factor(KEY) == pytest.approx(MAX_FACTOR)
+
+    def test_it_changes_rarely(self) -> None:
+        """Observations that drift a little leave the factor as it is (each change moves the
+        budget, and with it a ``cache_stable`` prefix); a rise past it moves it at once."""
+        learned = observed(1.05)
+        applied = learned.factor(KEY)
+        for step in range(40):
+            observed(1.04 + 0.01 * (step % 3), into=learned)  # 1.04 .. 1.06
+            assert learned.factor(KEY) == applied
+        observed(*[1.12] * 10, into=learned)
+        assert learned.factor(KEY) is not None and learned.factor(KEY) > 1.1  # type: ignore[operator]
+
+    def test_it_comes_down_when_the_translation_adds_less(self) -> None:
+        learned = observed(1.12)
+        assert learned.factor(KEY) == pytest.approx(1.12)
+        observed(*[1.02] * 30, into=learned)
+        assert 1.02 <= learned.factor(KEY) <= 1.02 + 2 * FACTOR_STEP  # type: ignore[operator]
+
+    def test_targets_remembered_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The least recently observed target is forgotten first."""
+        monkeypatch.setattr(translation, "_KEPT", 3)
+        learned = Translations()
+        for n in range(5):
+            learned.observe(("anthropic", n), 20_000, 21_000, budget=BUDGET, sent_tokens=BUDGET)
+        assert [learned.factor(("anthropic", n)) is not None for n in range(5)] == [False, False, True, True, True]
+
+    @given(st.lists(st.floats(min_value=0.5, max_value=4.0), min_size=1, max_size=60))
+    @settings(max_examples=200, deadline=None)
+    def test_the_factor_covers_the_average_seen(self, factors: list[float]) -> None:
+        """Never below the running average of what was seen (within its bounds): the deployment
+        pass is left less to cut, not more."""
+        learned, average = Translations(), None
+        for factor in factors:
+            observed(factor, into=learned)
+            seen = min(MAX_FACTOR, max(1.0, factor))
+            average = seen if average is None else average + 0.2 * (seen - average)
+            got = learned.factor(KEY)
+            assert (got or 1.0) >= average - 1e-9
+            assert got is None or 1.0 < got <= MAX_FACTOR
+
+
+class TestBudgeted:
+    @pytest.mark.parametrize("factor", [1.02, 1.06, 1.3])
+    def test_the_budget_shrinks_by_the_factor(self, factor: float) -> None:
+        """What fits the smaller budget fits the window once translated."""
+        config = GovernanceConfig()
+        window, max_output = 65_536, 4_096
+        fitted = budgeted(config, window, max_output, factor)
+        budget = window - max_output - config.safety_buffer_tokens
+        smaller = fitted.context_window_tokens - max_output - config.safety_buffer_tokens  # type: ignore[operator]
+        assert smaller * factor <= budget
+        assert math.isclose(smaller * factor, budget, rel_tol=1e-3)
+
+    def test_the_prompt_caching_mode_is_the_windows(self) -> None:
+        """A smaller window would choose another mode (``auto``): the deployment's own stays."""
+        config = GovernanceConfig()
+        window = 65_536
+        fitted = budgeted(config, window, 4_096, MAX_FACTOR)
+        assert config.stable_for(fitted.context_window_tokens) is False  # (the smaller window's own mode)
+        assert fitted.cache_stable is config.stable_for(window) is True
+        assert budgeted(config.replace(cache_stable=False), window, 4_096, 1.1).cache_stable is False
+
+    def test_no_budget_left_changes_nothing(self) -> None:
+        config = GovernanceConfig()
+        assert budgeted(config, 4_000, 4_000, 1.1) is config
