@@ -224,7 +224,7 @@ def _for_translation(
     if fitted is config:
         return config, []
     return fitted, [
-        f"LiteLLM translates this request for its deployment, where it counts about {factor:g} times more "
+        f"LiteLLM translates this request for its deployment, where it counts about {factor:g} times as much "
         "(learned from earlier requests): fitted for that"
     ]
 

@@ -9,35 +9,43 @@ Code sessions). So the pre-call output, fitted to the budget, no longer fits onc
 the deployment pass compacts or cuts again, on its own terms, rewriting the prefix the provider's
 prompt cache holds.
 
+The other way round, the translation of a Codex body to chat counts half of it or less: LiteLLM drops
+the reasoning items' ``encrypted_content`` (only OpenAI can read it), which the pre-call pass counted.
+So GLM received a third to a half of the budget it has room for, and the agent lost history there
+was room for.
+
 The deployment pass sees what the pre-call pass sent (its report, in the request's metadata) and
-what the translation made of it. Their ratio, averaged over the requests that came near their
-budget, is the factor the next pre-call pass for the same client format and target fits with: the
-window less what the translation would add to a full budget (`budgeted`). The factor is rounded up
-to `FACTOR_STEP` and kept while the average stays within `_SLACK` below it, so that it changes
-rarely: each change moves the budget, which a ``cache_stable`` replay follows. Learned per
-process (like a token ratio without a shared cache), and only where ``calibrate`` is on.
+what the translation made of it. Their ratio on the newest requests that came near their budget (the
+largest of the last `_SEEN`: a pre-call output that fits once translated leaves the deployment pass
+nothing to cut) is the factor the next pre-call pass for the same client format and target fits
+with: the budget divided by it (`budgeted`). The factor is rounded up to `FACTOR_STEP` and kept
+while that ratio stays within `_SLACK` below it, so that it changes rarely: each change moves the
+budget, which a ``cache_stable`` replay follows. Learned per process (like a token ratio without a
+shared cache), and only where ``calibrate`` is on.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Hashable
 from typing import Final
 
 from .._config import GovernanceConfig
 
-__all__ = ["FACTOR_STEP", "MAX_FACTOR", "Translations", "budgeted"]
+__all__ = ["FACTOR_STEP", "MAX_FACTOR", "MIN_FACTOR", "Translations", "budgeted"]
 
 #: Factors are applied rounded up to this step.
 FACTOR_STEP: Final = 0.02
 #: At most this factor (a request of tiny tool results translates to far more; it is not the rule).
 MAX_FACTOR: Final = 1.3
-#: A factor applied stays while the average stays within this much below it (it rises at once).
+#: At least this factor (a budget at most four times the deployment's).
+MIN_FACTOR: Final = 0.25
+#: A factor applied stays while the ratio seen stays within this much below it (it rises at once).
 _SLACK: Final = 2 * FACTOR_STEP
-#: Weight of a new observation in the running average.
-_WEIGHT: Final = 0.2
+#: Observations kept per target: the factor covers the largest of them.
+_SEEN: Final = 12
 #: Targets remembered (the least recently seen go first).
 _KEPT: Final = 512
 
@@ -46,8 +54,8 @@ class Translations:
     """The translation factor per (client format, pre-call target key)."""
 
     def __init__(self) -> None:
-        self._average: OrderedDict[Hashable, float] = OrderedDict()
-        #: The factor last applied per key: it stays while the average stays within `_SLACK` below it.
+        self._seen: OrderedDict[Hashable, deque[float]] = OrderedDict()
+        #: The factor last applied per key: it stays while the ratio seen stays within `_SLACK` below it.
         self._applied: dict[Hashable, float] = {}
         self._lock = threading.Lock()
 
@@ -57,34 +65,37 @@ class Translations:
         provider tokens) teach: those are the ones the factor decides."""
         if sent <= 0 or translated <= 0 or not budget or 2 * sent_tokens < budget:
             return
-        factor = min(MAX_FACTOR, max(1.0, translated / sent))
+        factor = min(MAX_FACTOR, max(MIN_FACTOR, translated / sent))
         with self._lock:
-            before = self._average.pop(key, None)
-            self._average[key] = factor if before is None else before + _WEIGHT * (factor - before)
-            while len(self._average) > _KEPT:
-                gone, _ = self._average.popitem(last=False)
+            seen = self._seen.pop(key, None) or deque(maxlen=_SEEN)
+            seen.append(factor)
+            self._seen[key] = seen
+            while len(self._seen) > _KEPT:
+                gone, _ = self._seen.popitem(last=False)
                 self._applied.pop(gone, None)
 
     def factor(self, key: Hashable) -> float | None:
         """The factor to budget with (rounded up to `FACTOR_STEP`), None while none is known or the
-        translation adds nothing."""
+        translation changes nothing."""
         with self._lock:
-            average = self._average.get(key)
-            if average is None:
+            seen = self._seen.get(key)
+            if not seen:
                 return None
+            largest = max(seen)
             applied = self._applied.get(key)
-            if applied is None or not applied - _SLACK <= average <= applied:
-                steps = math.ceil(round((average - 1.0) / FACTOR_STEP, 6))
-                applied = self._applied[key] = round(1.0 + max(0, steps) * FACTOR_STEP, 4)
-        return None if applied <= 1.0 else applied
+            if applied is None or not applied - _SLACK <= largest <= applied:
+                steps = math.ceil(round((largest - 1.0) / FACTOR_STEP, 6))
+                applied = self._applied[key] = round(1.0 + steps * FACTOR_STEP, 4)
+        return None if applied == 1.0 else applied
 
 
 def budgeted(config: GovernanceConfig, window: int, max_output: int, factor: float) -> GovernanceConfig:
-    """`config` for a pre-call pass whose request will count `factor` times more once translated:
-    the window less what the translation adds to a full budget. The prompt-caching mode stays the
-    deployment's own (it depends on the window)."""
+    """`config` for a pre-call pass whose request will count `factor` times as much once translated:
+    the window whose budget is the deployment's divided by `factor` (smaller when the translation adds,
+    larger when it drops). The prompt-caching mode stays the deployment's own (it depends on the
+    window)."""
     budget = window - max_output - config.safety_buffer_tokens
     if budget <= 0:
         return config
-    smaller = window - math.ceil(budget * (1.0 - 1.0 / factor))
-    return config.replace(context_window_tokens=smaller, cache_stable=config.stable_for(window))
+    fitted = window - math.ceil(budget * (1.0 - 1.0 / factor))
+    return config.replace(context_window_tokens=fitted, cache_stable=config.stable_for(window))

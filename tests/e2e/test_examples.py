@@ -163,7 +163,10 @@ def test_translated_cache_benchmark_runs() -> None:
         timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| seed | requests | reuse | rewrites | recuts | ratio moves | rewrites on a move |" in done.stdout
+    assert (
+        "| seed | requests | reuse | rewrites | recuts | ratio moves | rewrites on a move | budget used |"
+        in done.stdout
+    )
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 5 |")]
     assert row.split("|")[2].strip() == "12"
 

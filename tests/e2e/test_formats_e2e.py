@@ -257,23 +257,10 @@ def test_a_translated_route_learns_what_the_translation_adds(
     cuts again, on its own terms (a rewrite of the prefix the provider caches). The proxy learns what
     the translation adds, and from then on the pre-call pass fits what GLM will receive: the
     deployment pass leaves the translation as it is."""
-    user_id, fmt, turns = "translated-fit", "anthropic", 14
-    with proxy.client(timeout=120) as client:
-        for turn in range(turns):
-            body = claude_code_body(240 + 2 * turn, seed=7, model="glm-fit")
-            response = client.post("/v1/messages", json={**body, "user": user_id})
-            assert response.status_code == 200, response.text[:800]
-
-    def mine(record: dict[str, Any]) -> bool:
-        spend = (record.get("metadata") or {}).get("spend_logs_metadata") or {}
-        return record.get("end_user") == user_id and isinstance(spend.get("governance"), dict)
-
-    deadline = time.monotonic() + 20
-    while len(records := [r for r in proxy.payloads() if mine(r)]) < turns and time.monotonic() < deadline:
-        time.sleep(0.05)
-    # (logged asynchronously: in the order of the session's growth)
-    reports = sorted((r["metadata"]["spend_logs_metadata"]["governance"] for r in records), key=_grown)
-    assert len(reports) == turns
+    fmt, turns = "anthropic", 14
+    reports = _session_reports(
+        proxy, "/v1/messages", [claude_code_body(240 + 2 * t, seed=7, model="glm-fit") for t in range(turns)]
+    )
 
     def second_pass(report: dict[str, Any]) -> str:
         (note,) = [n for n in report["notes"] if n.startswith(f"translated by LiteLLM from {fmt} to chat")]
@@ -289,8 +276,46 @@ def test_a_translated_route_learns_what_the_translation_adds(
     assert all(r["tokens_after"] <= r["budget"] for r in reports)
 
 
-def _grown(report: dict[str, Any]) -> int:
-    return int(report["messages_before"])
+def test_a_translation_that_drops_reasoning_leaves_room_the_pre_call_pass_then_fills(
+    proxy: ProxyProcess, upstreams: dict[str, RecordingUpstream]
+) -> None:
+    """A Codex session to GLM: LiteLLM's translation to chat drops the reasoning items' encrypted
+    content (only OpenAI reads it), which the pre-call pass counted, so at first GLM receives a
+    fraction of the budget and the agent loses history there was room for. The proxy learns what the
+    translation drops, and from then on the pre-call pass keeps as much as fits once translated."""
+    turns = 14
+    reports = _session_reports(
+        proxy, "/v1/responses", [codex_body(240 + 2 * t, seed=7, model="glm-fit") for t in range(turns)]
+    )
+    used = [r["tokens_after"] / r["budget"] for r in reports]
+    fitted = [any("fitted for that" in n for n in r["notes"]) for r in reports]
+    assert not fitted[0] and used[0] < 0.6, (used, fitted)  # GLM got a fraction of its budget
+    later = used[-turns // 2 :]
+    assert all(fitted[-turns // 2 :]) and min(later) > 1.25 * used[0], (used, fitted)
+    assert all(r["tokens_after"] <= r["budget"] for r in reports)
+    second = [n for r in reports[-turns // 2 :] for n in r["notes"] if n.startswith("translated by LiteLLM")]
+    assert not [n for n in second if "compacted=" in n or "snipped=" in n], second
+
+
+def _session_reports(proxy: ProxyProcess, route: str, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Send a session's `bodies` one after the other; the reports the logging payload got for them,
+    in the order of the session's growth (they are logged asynchronously)."""
+    user_id = f"session{route.replace('/', '-')}-{len(bodies)}"
+    with proxy.client(timeout=120) as client:
+        for body in bodies:
+            response = client.post(route, json={**body, "user": user_id})
+            assert response.status_code == 200, response.text[:800]
+
+    def mine(record: dict[str, Any]) -> bool:
+        spend = (record.get("metadata") or {}).get("spend_logs_metadata") or {}
+        return record.get("end_user") == user_id and isinstance(spend.get("governance"), dict)
+
+    deadline = time.monotonic() + 20
+    while len(records := [r for r in proxy.payloads() if mine(r)]) < len(bodies) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reports = [r["metadata"]["spend_logs_metadata"]["governance"] for r in records]
+    assert len(reports) == len(bodies)
+    return sorted(reports, key=lambda report: int(report["messages_before"]))
 
 
 def _texts(content: Any) -> list[str]:
