@@ -74,8 +74,7 @@ class Learning:
         except Exception as exc:  # noqa: BLE001 - calibration never breaks a request
             self._failed(exc)
             return Ratio(key)
-        value = learned.ratio_for(held=held) if learned is not None else None
-        if learned is None or value is None:
+        if learned is None or (value := learned.ratio_for(held=held)) is None:
             return Ratio(key)
         return Ratio(key, value, learned.source)
 

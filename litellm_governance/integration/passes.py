@@ -122,9 +122,9 @@ async def run_pass(
         target = target_of()
         if client_window is not None:
             config = bounded_window(config, client_window, _known_window(config, target))
+        window = _known_window(config, target)
         if config.calibrate:
-            held = config.stable_for(_known_window(config, target))
-            ratio = await learning.ratio(target, request, held=held)
+            ratio = await learning.ratio(target, request, held=config.stable_for(window))
         token_ratio = ratio.value if ratio is not None else None
         call_id = call_id_of(request)
         if previous is not None and previous.matches(history, target, config, token_ratio):
@@ -142,8 +142,8 @@ async def run_pass(
         if translations is not None and config.calibrate and stage == "pre_call":
             # On a route LiteLLM translates, fit what the provider will receive (`translation`).
             factor = translations.factor((fmt, target.key()))
-            if factor is not None:
-                fitted, note = _for_translation(config, target, request, fmt, factor)
+            if factor is not None and window is not None:
+                fitted, note = _for_translation(config, window, request, fmt, factor)
                 notes.extend(note)
         governed = await _govern(request, fmt, fitted, target, ratio, summaries=ready, big=big)
     except ConfigError as exc:
@@ -212,13 +212,11 @@ def _translated_note(first: GovernanceReport, then: GovernanceReport) -> str:
 
 
 def _for_translation(
-    config: GovernanceConfig, target: Deployment, request: Mapping[str, Any], fmt: Format, factor: float
+    config: GovernanceConfig, window: int, request: Mapping[str, Any], fmt: Format, factor: float
 ) -> tuple[GovernanceConfig, list[str]]:
-    """The config a pre-call pass fits with when LiteLLM will translate the request for `target`,
-    which then counts `factor` times more (`translation`), and the report's note saying so."""
-    window = _known_window(config, target)
-    if window is None:
-        return config, []
+    """The config a pre-call pass fits with when LiteLLM will translate the request for a deployment
+    of `window`, where it then counts `factor` times as much (`translation`), and the report's note
+    saying so."""
     max_output = FORMATS[fmt].max_output_tokens(request)
     fitted = budgeted(config, window, config.max_output_tokens if max_output is None else max_output, factor)
     if fitted is config:
