@@ -13,10 +13,9 @@ from typing import Any, Final, Literal
 
 from .._config import GovernanceConfig
 from .._errors import ConfigError, InvalidRequestError
-from .._formats import FORMATS
 from .._models import Deployment, resolve_model
 from .._report import GovernanceReport
-from .._request import Format, GovernedRequest, govern_request
+from .._request import Format, GovernedRequest, govern_request, max_output_tokens
 from .collector import collector_paused
 from .failures import Failures
 from .fields import HISTORY, HistoryScan, call_id_of, metadata_key, scan_history
@@ -217,7 +216,7 @@ def _for_translation(
     """The config a pre-call pass fits with when LiteLLM will translate the request for a deployment
     of `window`, where it then counts `factor` times as much (`translation`), and the report's note
     saying so."""
-    max_output = FORMATS[fmt].max_output_tokens(request)
+    max_output = max_output_tokens(request, fmt)
     fitted = budgeted(config, window, config.max_output_tokens if max_output is None else max_output, factor)
     if fitted is config:
         return config, []
