@@ -1,9 +1,11 @@
 """What LiteLLM's translation adds, learned on translated routes (`integration.translation`), without a
 proxy. Through a real proxy: ``tests/e2e/test_formats_e2e.py``
-(``test_a_translated_route_learns_what_the_translation_adds``)."""
+(``test_a_translated_route_learns_what_the_translation_adds``); shared by two proxies through a real
+Redis: ``tests/e2e/test_calibration_e2e.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -11,8 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_governance import GovernanceConfig
-from litellm_governance.integration import translation
-from litellm_governance.integration.translation import FACTOR_STEP, MAX_FACTOR, MIN_FACTOR, Translations, budgeted
+from litellm_governance.integration import calibration_store, translation
+from litellm_governance.integration.translation import (
+    FACTOR_STEP,
+    MAX_FACTOR,
+    MIN_FACTOR,
+    TRANSLATION_KEY_PREFIX,
+    Factor,
+    Translations,
+    budgeted,
+)
+from tests.test_calibration import FakeRedis
 
 KEY = ("anthropic", ("zai", "glm-4.6", ()))
 BUDGET = 30_000
@@ -80,7 +91,7 @@ class TestFactor:
 
     def test_targets_remembered_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The least recently observed target is forgotten first."""
-        monkeypatch.setattr(translation, "_KEPT", 3)
+        monkeypatch.setattr(translation, "_KEPT", 3)  # read when the store is made
         learned = Translations()
         for n in range(5):
             learned.observe(("anthropic", n), 20_000, 21_000, budget=BUDGET, sent_tokens=BUDGET)
@@ -124,3 +135,75 @@ class TestBudgeted:
     def test_no_budget_left_changes_nothing(self) -> None:
         config = GovernanceConfig()
         assert budgeted(config, 4_000, 4_000, 1.1) is config
+
+
+class TestShared:
+    """Where the proxy has Redis, every worker and instance fits with the same factor."""
+
+    @pytest.fixture(autouse=True)
+    def _quick_store(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(calibration_store, "_CALIBRATION_WRITE_INTERVAL", 0.0)
+        monkeypatch.setattr(calibration_store, "_CALIBRATION_REFRESH", 0.0)
+
+    @staticmethod
+    async def settle(*learned: Translations) -> None:
+        for _ in range(100):
+            if not any(t._store._tasks for t in learned):
+                return
+            await asyncio.sleep(0.02)
+
+    def test_what_one_process_learns_another_fits_with_at_once(self) -> None:
+        redis = FakeRedis()
+
+        async def scenario() -> tuple[float | None, float | None, float | None]:
+            one, two = Translations(lambda: redis), Translations(lambda: redis)
+            observed(1.03, 1.05, into=one)
+            await self.settle(one)
+            return one.factor(KEY), two.factor(KEY), await two.lookup(KEY)
+
+        mine, before_reading, first_lookup = asyncio.run(scenario())
+        assert mine == pytest.approx(1.06) and before_reading is None and first_lookup == mine
+        (key,) = redis.data
+        assert key.startswith(TRANSLATION_KEY_PREFIX + "anthropic:zai/glm-4.6:")
+        assert Factor.from_value(redis.data[key]) == Factor((1.03, 1.05), 1.06)
+
+    def test_news_from_two_processes_is_merged(self) -> None:
+        """Each process applies its ratios on top of what it reads: the factor covers both's."""
+        redis = FakeRedis()
+
+        async def scenario() -> tuple[float | None, float | None]:
+            one, two = Translations(lambda: redis), Translations(lambda: redis)
+            for ratio in (1.03, 1.05, 1.02):
+                observed(ratio, into=one)
+                await self.settle(one)
+                observed(ratio + 0.06, into=two)
+                await self.settle(two)
+            return await one.lookup(KEY), await two.lookup(KEY)
+
+        one, two = asyncio.run(scenario())
+        (value,) = redis.data.values()
+        assert len(value["s"]) == 6 and one == two == pytest.approx(1.12)
+
+    def test_another_routes_or_versions_value_is_not_read(self) -> None:
+        redis = FakeRedis()
+        asyncio.run(self._observe_and_settle(redis))
+        (key,) = redis.data
+        for damaged in ({**redis.data[key], "v": 0}, {**redis.data[key], "s": [9.0]}, {**redis.data[key], "a": "1.1"}):
+            assert Factor.from_value(damaged) is None
+            redis.data[key] = damaged
+            assert asyncio.run(Translations(lambda: redis).lookup(KEY)) is None
+        assert asyncio.run(Translations(lambda: redis).lookup(("responses", KEY[1]))) is None
+
+    async def _observe_and_settle(self, redis: FakeRedis) -> None:
+        learned = Translations(lambda: redis)
+        observed(1.05, into=learned)
+        await self.settle(learned)
+
+    @given(st.lists(st.floats(min_value=0.2, max_value=4.0), min_size=1, max_size=30))
+    @settings(max_examples=100, deadline=None)
+    def test_the_shared_value_holds_the_state(self, ratios: list[float]) -> None:
+        """What is written is read back as the very state (nothing lost on the way through JSON)."""
+        state = Factor()
+        for ratio in ratios:
+            state = state.observe(ratio)
+        assert Factor.from_value(state.to_value()) == state

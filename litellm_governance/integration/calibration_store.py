@@ -3,7 +3,8 @@
 
 Calibration itself (what is learned from an answer or a rejection) is pure, in `_calibration`. This
 module keeps it per process and, where the proxy has Redis, shares it through LiteLLM's own cache
-layer (`shared_cache`) with every worker and instance. Nothing here waits on Redis for long or lets
+layer (`shared_cache`) with every worker and instance. The same store keeps the translation factors
+(`translation`), under a `Kind` of their own. Nothing here waits on Redis for long or lets
 a Redis failure reach a request. It reads LiteLLM's proxy objects (never imports them); what the
 hook learns and when is in `learning`.
 """
@@ -16,15 +17,15 @@ import math
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .. import _calibration
 from .._calibration import Calibration, Event
 from .logonce import LogOnce
 
-__all__ = ["CALIBRATION_KEY_PREFIX", "CalibrationStore", "Sent", "shared_cache"]
+__all__ = ["CALIBRATION", "CALIBRATION_KEY_PREFIX", "CalibrationStore", "Kind", "Sent", "shared_cache"]
 
 logger = logging.getLogger("litellm_governance")
 
@@ -62,15 +63,44 @@ class Sent:
     over_budget: bool
 
 
+class _Change(Protocol):
+    """News learned in one process: applied to a state, it gives the next one."""
+
+    def apply(self, state: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a store keeps and shares: under which key prefix, how its shared value is read, and how
+    news is applied (`CALIBRATION`: the token ratios; `translation`: the translation factors)."""
+
+    prefix: str
+    #: The state before anything is learned.
+    empty: Callable[[], Any]
+    #: The state a shared value holds (None: no value, or one of another version).
+    from_value: Callable[[object], Any]
+    #: `events` applied in order to a state (None: nothing learned yet).
+    apply_events: Callable[[Any, Iterable[Any]], Any]
+
+
+#: Calibration's learned ratios (`_calibration.Calibration`), one per deployment.
+CALIBRATION: Final = Kind(
+    prefix=CALIBRATION_KEY_PREFIX,
+    empty=Calibration,
+    from_value=Calibration.from_value,
+    apply_events=_calibration.apply_events,
+)
+
+
 @dataclass
 class _Learned:
-    """One deployment's calibration in this process: the best known state, and the news this process
-    has not yet written to the shared cache."""
+    """One key's state in this process: the best known, and the news this process has not yet
+    written to the shared cache."""
 
-    state: Calibration | None = None
+    state: Any = None
     #: time.monotonic() of the last read of the shared cache (-inf: never).
     read_at: float = -math.inf
-    pending: list[Event] = field(default_factory=list)
+    pending: list[_Change] = field(default_factory=list)
 
 
 def shared_cache() -> Any:
@@ -120,8 +150,12 @@ class CalibrationStore:
     reaches a request: the process goes on with what it knows.
     """
 
-    def __init__(self, shared: Callable[[], Any] = shared_cache) -> None:
+    def __init__(
+        self, shared: Callable[[], Any] = shared_cache, kind: Kind = CALIBRATION, kept: int = _CALIBRATION_DEPLOYMENTS
+    ) -> None:
         self._shared = shared
+        self._kind = kind
+        self._kept = kept
         self._learned: dict[str, _Learned] = {}
         self._in_flight: OrderedDict[str, Sent] = OrderedDict()
         self._busy: set[str] = set()  # keys with a read or write under way
@@ -147,8 +181,9 @@ class CalibrationStore:
 
     # ---- learned ratios ------------------------------------------------------------------------
 
-    async def lookup(self, key: str) -> Calibration | None:
-        """What is known about deployment `key` (None: nothing yet)."""
+    async def lookup(self, key: str) -> Any:
+        """What is known about `key` (a deployment's `Calibration`, or the state of this store's
+        `Kind`; None: nothing yet)."""
         entry = self._learned.get(key)
         cache = self._shared()
         if cache is None:
@@ -166,10 +201,15 @@ class CalibrationStore:
             self._spawn(self._refresh(key, cache), key)
         return entry.state
 
-    def learn(self, key: str, event: Event) -> Calibration:
-        """Apply `event` to deployment `key` now; share it in the background."""
+    def known(self, key: str) -> Any:
+        """This process's copy of `key`'s state, as it is (None: nothing yet): no read of the shared cache."""
+        entry = self._learned.get(key)
+        return entry.state if entry is not None else None
+
+    def learn(self, key: str, event: Event | _Change) -> Any:
+        """Apply `event` to `key` now; share it in the background."""
         entry = self._entry(key)
-        entry.state = event.apply(entry.state or Calibration())
+        entry.state = event.apply(entry.state if entry.state is not None else self._kind.empty())
         if self._shared() is not None:
             entry.pending.append(event)
             del entry.pending[:-_CALIBRATION_PENDING]
@@ -185,7 +225,7 @@ class CalibrationStore:
         entry = self._learned.get(key)
         if entry is None:
             entry = self._learned[key] = _Learned()
-            while len(self._learned) > _CALIBRATION_DEPLOYMENTS:
+            while len(self._learned) > self._kept:
                 del self._learned[next(iter(self._learned))]
         return entry
 
@@ -203,9 +243,9 @@ class CalibrationStore:
             entry = self._learned.get(key)
             if ok and entry is not None:
                 # No value (or a foreign one): nothing learned yet, or the key was deleted to start over.
-                shared = Calibration.from_value(value)
+                shared = self._kind.from_value(value)
                 keep = shared is not None or entry.pending
-                entry.state = _calibration.apply_events(shared, entry.pending) if keep else None
+                entry.state = self._kind.apply_events(shared, entry.pending) if keep else None
         finally:
             self._busy.discard(key)
         entry = self._learned.get(key)
@@ -225,11 +265,11 @@ class CalibrationStore:
                 ok, value = await self._read(cache, key)
                 if not ok:
                     return  # kept pending: sent with the next event
-                merged = _calibration.apply_events(Calibration.from_value(value), events)
+                merged = self._kind.apply_events(self._kind.from_value(value), events)
                 if not await self._write(cache, key, merged.to_value()):
                     return
                 del entry.pending[: len(events)]
-                entry.state = _calibration.apply_events(merged, entry.pending)
+                entry.state = self._kind.apply_events(merged, entry.pending)
                 entry.read_at = time.monotonic()
                 await asyncio.sleep(_CALIBRATION_WRITE_INTERVAL)
         finally:
@@ -238,7 +278,7 @@ class CalibrationStore:
     async def _read(self, cache: Any, key: str) -> tuple[bool, object]:
         """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
         try:
-            value = await asyncio.wait_for(cache.async_get_cache(CALIBRATION_KEY_PREFIX + key), _CALIBRATION_TIMEOUT)
+            value = await asyncio.wait_for(cache.async_get_cache(self._kind.prefix + key), _CALIBRATION_TIMEOUT)
             # LiteLLM's RedisCache answers None both for a missing key and when Redis failed (it logs
             # and swallows the error): only a live Redis makes "missing" true.
             ping = getattr(cache, "ping", None) if value is None else None
@@ -254,7 +294,7 @@ class CalibrationStore:
     async def _write(self, cache: Any, key: str, value: dict[str, object]) -> bool:
         try:
             await asyncio.wait_for(
-                cache.async_set_cache(CALIBRATION_KEY_PREFIX + key, value, ttl=_CALIBRATION_TTL), _CALIBRATION_TIMEOUT
+                cache.async_set_cache(self._kind.prefix + key, value, ttl=_CALIBRATION_TTL), _CALIBRATION_TIMEOUT
             )
         except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
             raise

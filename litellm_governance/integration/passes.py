@@ -138,9 +138,9 @@ async def run_pass(
             scan = scan_history(history, fmt)
         big = scan.chars > OFF_LOOP_CHARS
         fitted = config
-        if translations is not None and config.calibrate and stage == "pre_call":
+        if translations is not None and config.calibrate and stage == "pre_call" and fmt != "chat":
             # On a route LiteLLM translates, fit what the provider will receive (`translation`).
-            factor = translations.factor((fmt, target.key()))
+            factor = await translations.lookup((fmt, target.key()))
             if factor is not None and window is not None:
                 fitted, note = _for_translation(config, window, request, fmt, factor)
                 notes.extend(note)

@@ -20,21 +20,34 @@ largest of the last `_SEEN`: a pre-call output that fits once translated leaves 
 nothing to cut) is the factor the next pre-call pass for the same client format and target fits
 with: the budget divided by it (`budgeted`). The factor is rounded up to `FACTOR_STEP` and kept
 while that ratio stays within `_SLACK` below it, so that it changes rarely: each change moves the
-budget, which a ``cache_stable`` replay follows. Learned per process (like a token ratio without a
-shared cache), and only where ``calibrate`` is on.
+budget, which a ``cache_stable`` replay follows. Learned only where ``calibrate`` is on, and kept
+as the token ratios are (`calibration_store`): per process, and where the proxy has Redis, shared
+with every worker and instance under ``litellm_governance:translation:v1:*``, so that a worker's
+first request on a route is fitted with what the others learned.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-import threading
-from collections import OrderedDict, deque
-from collections.abc import Hashable
-from typing import Final
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
 from .._config import GovernanceConfig
+from .calibration_store import CalibrationStore, Kind, shared_cache
 
-__all__ = ["FACTOR_STEP", "MAX_FACTOR", "MIN_FACTOR", "Translations", "budgeted"]
+__all__ = [
+    "FACTOR_STEP",
+    "MAX_FACTOR",
+    "MIN_FACTOR",
+    "TRANSLATION",
+    "TRANSLATION_KEY_PREFIX",
+    "Factor",
+    "Seen",
+    "Translations",
+    "budgeted",
+]
 
 #: Factors are applied rounded up to this step.
 FACTOR_STEP: Final = 0.02
@@ -46,18 +59,94 @@ MIN_FACTOR: Final = 0.25
 _SLACK: Final = 2 * FACTOR_STEP
 #: Observations kept per target: the factor covers the largest of them.
 _SEEN: Final = 12
-#: Targets remembered (the least recently seen go first).
+#: Targets remembered per process (the first learned go first).
 _KEPT: Final = 512
+#: Version of the shared value; a changed rule gets a new one, so old values are ignored.
+VALUE_VERSION: Final = 1
+#: Key of a route's factor in the proxy's shared cache (Redis), followed by the client format, the
+#: target's provider/model and a digest of what else its key holds.
+TRANSLATION_KEY_PREFIX: Final = f"litellm_governance:translation:v{VALUE_VERSION}:"
+
+
+@dataclass(frozen=True)
+class Factor:
+    """What is known of one route's translation: the newest ratios seen (at most `_SEEN`, oldest
+    first) and the factor applied."""
+
+    seen: tuple[float, ...] = ()
+    applied: float | None = None
+
+    def observe(self, ratio: float) -> Factor:
+        """With `ratio` (bounded) seen last: the applied factor follows the largest of the newest
+        ratios, rounded up to `FACTOR_STEP`, and stays while that stays within `_SLACK` below it."""
+        seen = (*self.seen, min(MAX_FACTOR, max(MIN_FACTOR, ratio)))[-_SEEN:]
+        largest = max(seen)
+        applied = self.applied
+        if applied is None or not applied - _SLACK <= largest <= applied:
+            applied = round(1.0 + math.ceil(round((largest - 1.0) / FACTOR_STEP, 6)) * FACTOR_STEP, 4)
+        return Factor(seen, applied)
+
+    @property
+    def value(self) -> float | None:
+        """The factor to budget with, None while none is known or the translation changes nothing."""
+        return None if self.applied is None or self.applied == 1.0 else self.applied
+
+    def to_value(self) -> dict[str, object]:
+        """The JSON value kept in the shared cache."""
+        return {"v": VALUE_VERSION, "s": list(self.seen), "a": self.applied}
+
+    @classmethod
+    def from_value(cls, value: object) -> Factor | None:
+        """The state a shared value holds; None for no value, another version or a damaged one."""
+        if not isinstance(value, Mapping) or value.get("v") != VALUE_VERSION:
+            return None
+        seen, applied = value.get("s"), value.get("a")
+        if not isinstance(seen, list) or not all(_ratio(x) for x in seen) or not (applied is None or _ratio(applied)):
+            return None
+        return cls(tuple(float(x) for x in seen[-_SEEN:]), None if applied is None else float(applied))
+
+
+def _ratio(value: object) -> bool:
+    return type(value) in (int, float) and MIN_FACTOR <= value <= MAX_FACTOR  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """News: a translation counted `ratio` times what the pre-call pass sent."""
+
+    ratio: float
+
+    def apply(self, state: Factor) -> Factor:
+        return state.observe(self.ratio)
+
+
+def _apply_events(state: Factor | None, events: Iterable[Seen]) -> Factor:
+    current = state or Factor()
+    for event in events:
+        current = event.apply(current)
+    return current
+
+
+#: The translation factors, one per (client format, pre-call target), in a `CalibrationStore`.
+TRANSLATION: Final = Kind(
+    prefix=TRANSLATION_KEY_PREFIX, empty=Factor, from_value=Factor.from_value, apply_events=_apply_events
+)
+
+
+def route_key(key: Hashable) -> str:
+    """The store key of a (client format, `Deployment.key()`) pair: the same in every process."""
+    fmt, target = key if isinstance(key, tuple) and len(key) == 2 else ("", key)
+    named = f"{target[0]}/{target[1]}" if isinstance(target, tuple) and len(target) >= 2 else ""
+    digest = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{fmt}:{named}:{digest}"
 
 
 class Translations:
-    """The translation factor per (client format, pre-call target key)."""
+    """The translation factor per (client format, pre-call target key): this process's copy, shared
+    through the proxy's Redis where it has one (`CalibrationStore`)."""
 
-    def __init__(self) -> None:
-        self._seen: OrderedDict[Hashable, deque[float]] = OrderedDict()
-        #: The factor last applied per key: it stays while the ratio seen stays within `_SLACK` below it.
-        self._applied: dict[Hashable, float] = {}
-        self._lock = threading.Lock()
+    def __init__(self, shared: Callable[[], Any] = shared_cache) -> None:
+        self._store = CalibrationStore(shared, kind=TRANSLATION, kept=_KEPT)
 
     def observe(self, key: Hashable, sent: int, translated: float, *, budget: int | None, sent_tokens: int) -> None:
         """The pre-call pass sent `sent` tokens (its own count) that the translation made
@@ -65,28 +154,18 @@ class Translations:
         provider tokens) teach: those are the ones the factor decides."""
         if sent <= 0 or translated <= 0 or not budget or 2 * sent_tokens < budget:
             return
-        factor = min(MAX_FACTOR, max(MIN_FACTOR, translated / sent))
-        with self._lock:
-            seen = self._seen.pop(key, None) or deque(maxlen=_SEEN)
-            seen.append(factor)
-            self._seen[key] = seen
-            while len(self._seen) > _KEPT:
-                gone, _ = self._seen.popitem(last=False)
-                self._applied.pop(gone, None)
+        self._store.learn(route_key(key), Seen(translated / sent))
 
     def factor(self, key: Hashable) -> float | None:
-        """The factor to budget with (rounded up to `FACTOR_STEP`), None while none is known or the
-        translation changes nothing."""
-        with self._lock:
-            seen = self._seen.get(key)
-            if not seen:
-                return None
-            largest = max(seen)
-            applied = self._applied.get(key)
-            if applied is None or not applied - _SLACK <= largest <= applied:
-                steps = math.ceil(round((largest - 1.0) / FACTOR_STEP, 6))
-                applied = self._applied[key] = round(1.0 + steps * FACTOR_STEP, 4)
-        return None if applied == 1.0 else applied
+        """This process's factor for `key`: what `Factor.value` says (no read of the shared cache)."""
+        state = self._store.known(route_key(key))
+        return state.value if isinstance(state, Factor) else None
+
+    async def lookup(self, key: Hashable) -> float | None:
+        """The factor for `key`, read from the shared cache where there is one (the first time in this
+        process it waits for that read, briefly; after that the copy is refreshed in the background)."""
+        state = await self._store.lookup(route_key(key))
+        return state.value if isinstance(state, Factor) else None
 
 
 def budgeted(config: GovernanceConfig, window: int, max_output: int, factor: float) -> GovernanceConfig:
