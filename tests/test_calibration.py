@@ -809,9 +809,13 @@ class TestHook:
         for _ in range(MIN_SAMPLES):
             _, request = h.send(conversation())
             h.succeed(request, 1.3)
+        route = ("anthropic", ("zai", "glm-4.6", ()))
+        h.hook._translations.observe(route, 20_000, 21_000, budget=30_000, sent_tokens=30_000)
+        assert h.hook._translations.factor(route) is not None
         h.hook.reset_calibration()
         _, request = h.send(conversation())
         assert h.report(request)["ratio_source"] == "static"
+        assert h.hook._translations.factor(route) is None  # what the translation adds is learned again too
 
     def test_nothing_of_the_conversation_is_logged(
         self, harness: Callable[..., Harness], caplog: pytest.LogCaptureFixture

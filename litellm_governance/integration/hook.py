@@ -209,6 +209,8 @@ class GovernanceHook(CustomLogger):
         metrics().logged(kwargs, lambda: self.config)
 
     def reset_calibration(self) -> None:
-        """Forget what this process learned (the shared cache keeps its keys: see
-        `calibration_store.CALIBRATION_KEY_PREFIX`)."""
+        """Forget what this process learned: the token ratios and the translation factors (the shared
+        cache keeps its keys: see `calibration_store.CALIBRATION_KEY_PREFIX` and
+        `translation.TRANSLATION_KEY_PREFIX`)."""
         self._learning.reset()
+        self._translations.reset()

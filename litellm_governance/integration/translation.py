@@ -161,6 +161,10 @@ class Translations:
         state = self._store.known(route_key(key))
         return state.value if isinstance(state, Factor) else None
 
+    def reset(self) -> None:
+        """Forget what this process learned (the shared cache is left alone: delete its keys)."""
+        self._store.reset()
+
     async def lookup(self, key: Hashable) -> float | None:
         """The factor for `key`, read from the shared cache where there is one (the first time in this
         process it waits for that read, briefly; after that the copy is refreshed in the background)."""
