@@ -6,6 +6,7 @@ Redis: ``tests/e2e/test_calibration_e2e.py``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 
 import pytest
@@ -207,3 +208,19 @@ class TestShared:
         for ratio in ratios:
             state = state.observe(ratio)
         assert Factor.from_value(state.to_value()) == state
+
+    def test_a_failing_shared_cache_never_fails_a_request(self, caplog: pytest.LogCaptureFixture) -> None:
+        """Whatever goes wrong reaching the shared cache (here: finding it raises), a request is
+        fitted with this process's copy and its ratio is still learned: a warning, no content."""
+
+        def broken() -> object:
+            raise RuntimeError("this LiteLLM keeps its cache elsewhere")
+
+        learned = observed(1.05, into=Translations(lambda: None))
+        learned._store._shared = broken
+        with caplog.at_level(logging.WARNING, logger="litellm_governance"):
+            assert asyncio.run(learned.lookup(KEY)) == pytest.approx(1.06)
+            observed(1.09, into=learned)  # learned in this process before the cache is asked for
+        assert learned.factor(KEY) == pytest.approx(1.1)
+        assert "translation factor: lookup failed (RuntimeError)" in caplog.text
+        assert "translation factor: learning failed (RuntimeError)" in caplog.text

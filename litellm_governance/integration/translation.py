@@ -29,6 +29,7 @@ first request on a route is fitted with what the others learned.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ __all__ = [
     "Translations",
     "budgeted",
 ]
+
+logger = logging.getLogger("litellm_governance")
 
 #: Factors are applied rounded up to this step.
 FACTOR_STEP: Final = 0.02
@@ -154,7 +157,10 @@ class Translations:
         provider tokens) teach: those are the ones the factor decides."""
         if sent <= 0 or translated <= 0 or not budget or 2 * sent_tokens < budget:
             return
-        self._store.learn(route_key(key), Seen(translated / sent))
+        try:
+            self._store.learn(route_key(key), Seen(translated / sent))
+        except Exception as exc:  # noqa: BLE001 - learning never fails a request
+            logger.warning("translation factor: learning failed (%s)", type(exc).__name__)
 
     def factor(self, key: Hashable) -> float | None:
         """This process's factor for `key`: what `Factor.value` says (no read of the shared cache)."""
@@ -168,7 +174,11 @@ class Translations:
     async def lookup(self, key: Hashable) -> float | None:
         """The factor for `key`, read from the shared cache where there is one (the first time in this
         process it waits for that read, briefly; after that the copy is refreshed in the background)."""
-        state = await self._store.lookup(route_key(key))
+        try:
+            state = await self._store.lookup(route_key(key))
+        except Exception as exc:  # noqa: BLE001 - the factor never fails a request: it is fitted without a new read
+            logger.warning("translation factor: lookup failed (%s); using this process's copy", type(exc).__name__)
+            return self.factor(key)
         return state.value if isinstance(state, Factor) else None
 
 
