@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from .._config import GovernanceConfig
 from .calibration_store import CalibrationStore, Kind, shared_cache
+from .logonce import LogOnce
 
 __all__ = [
     "FACTOR_STEP",
@@ -150,6 +151,7 @@ class Translations:
 
     def __init__(self, shared: Callable[[], Any] = shared_cache) -> None:
         self._store = CalibrationStore(shared, kind=TRANSLATION, kept=_KEPT)
+        self._failures = LogOnce(logger)
 
     def observe(self, key: Hashable, sent: int, translated: float, *, budget: int | None, sent_tokens: int) -> None:
         """The pre-call pass sent `sent` tokens (its own count) that the translation made
@@ -160,7 +162,7 @@ class Translations:
         try:
             self._store.learn(route_key(key), Seen(translated / sent))
         except Exception as exc:  # noqa: BLE001 - learning never fails a request
-            logger.warning("translation factor: learning failed (%s)", type(exc).__name__)
+            self._failures.failure(exc, "translation factor not shared (%s at %s): learned in this process")
 
     def factor(self, key: Hashable) -> float | None:
         """This process's factor for `key`: what `Factor.value` says (no read of the shared cache)."""
@@ -177,7 +179,7 @@ class Translations:
         try:
             state = await self._store.lookup(route_key(key))
         except Exception as exc:  # noqa: BLE001 - the factor never fails a request: it is fitted without a new read
-            logger.warning("translation factor: lookup failed (%s); using this process's copy", type(exc).__name__)
+            self._failures.failure(exc, "translation factor not read (%s at %s): this process's copy is used")
             return self.factor(key)
         return state.value if isinstance(state, Factor) else None
 
