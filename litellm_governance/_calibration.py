@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
@@ -68,7 +68,6 @@ __all__ = [
     "Event",
     "Rejection",
     "Sample",
-    "apply_events",
     "deployment_key",
     "parse_context_error",
     "prompt_tokens_of",
@@ -309,15 +308,6 @@ def rejection(
         if limit is not None and limit - (max_output_sent or 0) > 0:
             proven = (limit - (max_output_sent or 0)) / estimated
     return Rejection(used=used, measured=measured, proven=proven, over_budget=over_budget)
-
-
-def apply_events(state: Calibration | None, events: Iterable[Event]) -> Calibration:
-    """`events` applied in order to `state` (None: nothing learned yet). How one process's news is
-    merged into the value others wrote to the shared cache."""
-    current = state or Calibration()
-    for event in events:
-        current = event.apply(current)
-    return current
 
 
 def _digest(text: str) -> str:

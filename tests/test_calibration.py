@@ -38,7 +38,13 @@ from litellm_governance._calibration import (
     Rejection,
     Sample,
 )
-from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX, CalibrationStore, Sent
+from litellm_governance.integration.calibration_store import (
+    CALIBRATION,
+    CALIBRATION_KEY_PREFIX,
+    CalibrationStore,
+    Sent,
+    apply_in_order,
+)
 from litellm_governance.testing.emulation import PROVIDERS, RULES, check_context, error_response
 
 from .builders import assistant, calling, result, system, user
@@ -267,11 +273,11 @@ class TestTightening:
         assert state.floor is None and state.samples == (1.3,)
 
     def test_events_apply_in_order(self) -> None:
-        """apply_events is how one process's news lands on the value another wrote."""
+        """apply_in_order is how one process's news lands on the value another wrote."""
         events = [Sample(1.3), Sample(1.3), Rejection(used=1.3, measured=1.5)]
-        merged = cal.apply_events(learned(1.2, 1.2), events)
+        merged = apply_in_order(CALIBRATION, learned(1.2, 1.2), events)
         assert merged.count == 5 and merged.ratio == pytest.approx(1.5 * max(TIGHTEN_MARGIN, LEARNED_MARGIN))
-        assert cal.apply_events(None, []) == Calibration()
+        assert apply_in_order(CALIBRATION, None, []) == Calibration()
 
 
 # ---- the providers' texts -----------------------------------------------------------------------

@@ -25,7 +25,15 @@ from .. import _calibration
 from .._calibration import Calibration, Event
 from .logonce import LogOnce
 
-__all__ = ["CALIBRATION", "CALIBRATION_KEY_PREFIX", "CalibrationStore", "Kind", "Sent", "shared_cache"]
+__all__ = [
+    "CALIBRATION",
+    "CALIBRATION_KEY_PREFIX",
+    "CalibrationStore",
+    "Kind",
+    "Sent",
+    "apply_in_order",
+    "shared_cache",
+]
 
 logger = logging.getLogger("litellm_governance")
 
@@ -71,25 +79,28 @@ class _Change(Protocol):
 
 @dataclass(frozen=True)
 class Kind:
-    """What a store keeps and shares: under which key prefix, how its shared value is read, and how
-    news is applied (`CALIBRATION`: the token ratios; `translation`: the translation factors)."""
+    """What a store keeps and shares: under which key prefix, and how its shared value is read
+    (`CALIBRATION`: the token ratios; `translation`: the translation factors). News is anything
+    with an ``apply(state)`` giving the next state (`apply_in_order`)."""
 
     prefix: str
     #: The state before anything is learned.
     empty: Callable[[], Any]
     #: The state a shared value holds (None: no value, or one of another version).
     from_value: Callable[[object], Any]
-    #: `events` applied in order to a state (None: nothing learned yet).
-    apply_events: Callable[[Any, Iterable[Any]], Any]
 
 
 #: Calibration's learned ratios (`_calibration.Calibration`), one per deployment.
-CALIBRATION: Final = Kind(
-    prefix=CALIBRATION_KEY_PREFIX,
-    empty=Calibration,
-    from_value=Calibration.from_value,
-    apply_events=_calibration.apply_events,
-)
+CALIBRATION: Final = Kind(prefix=CALIBRATION_KEY_PREFIX, empty=Calibration, from_value=Calibration.from_value)
+
+
+def apply_in_order(kind: Kind, state: Any, events: Iterable[_Change]) -> Any:
+    """`events` applied in order to `state` (None: nothing learned yet, `kind`'s empty state). How
+    one process's news is merged into the value others wrote to the shared cache."""
+    current = state if state is not None else kind.empty()
+    for event in events:
+        current = event.apply(current)
+    return current
 
 
 @dataclass
@@ -245,7 +256,7 @@ class CalibrationStore:
                 # No value (or a foreign one): nothing learned yet, or the key was deleted to start over.
                 shared = self._kind.from_value(value)
                 keep = shared is not None or entry.pending
-                entry.state = self._kind.apply_events(shared, entry.pending) if keep else None
+                entry.state = apply_in_order(self._kind, shared, entry.pending) if keep else None
         finally:
             self._busy.discard(key)
         entry = self._learned.get(key)
@@ -265,11 +276,11 @@ class CalibrationStore:
                 ok, value = await self._read(cache, key)
                 if not ok:
                     return  # kept pending: sent with the next event
-                merged = self._kind.apply_events(self._kind.from_value(value), events)
+                merged = apply_in_order(self._kind, self._kind.from_value(value), events)
                 if not await self._write(cache, key, merged.to_value()):
                     return
                 del entry.pending[: len(events)]
-                entry.state = self._kind.apply_events(merged, entry.pending)
+                entry.state = apply_in_order(self._kind, merged, entry.pending)
                 entry.read_at = time.monotonic()
                 await asyncio.sleep(_CALIBRATION_WRITE_INTERVAL)
         finally:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -124,17 +124,8 @@ class Seen:
         return state.observe(self.ratio)
 
 
-def _apply_events(state: Factor | None, events: Iterable[Seen]) -> Factor:
-    current = state or Factor()
-    for event in events:
-        current = event.apply(current)
-    return current
-
-
 #: The translation factors, one per (client format, pre-call target), in a `CalibrationStore`.
-TRANSLATION: Final = Kind(
-    prefix=TRANSLATION_KEY_PREFIX, empty=Factor, from_value=Factor.from_value, apply_events=_apply_events
-)
+TRANSLATION: Final = Kind(prefix=TRANSLATION_KEY_PREFIX, empty=Factor, from_value=Factor.from_value)
 
 
 def route_key(key: Hashable) -> str:
