@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .. import _calibration
-from .._calibration import Calibration, Event
+from .._calibration import Calibration
 from .logonce import LogOnce
 
 __all__ = [
@@ -217,7 +217,7 @@ class CalibrationStore:
         entry = self._learned.get(key)
         return entry.state if entry is not None else None
 
-    def learn(self, key: str, event: Event | _Change) -> Any:
+    def learn(self, key: str, event: _Change) -> Any:
         """Apply `event` to `key` now; share it in the background."""
         entry = self._entry(key)
         entry.state = event.apply(entry.state if entry.state is not None else self._kind.empty())
