@@ -45,7 +45,7 @@ import statistics
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -71,6 +71,25 @@ def load_before(commit: str, folder: Path) -> ModuleType:
     return importlib.import_module(BEFORE)
 
 
+def caches(package: ModuleType, config: Any) -> Callable[[], None]:
+    """What empties `package`'s process-wide caches: its token cache and, where it has one, its
+    store of conversations (cold: nothing seen before)."""
+    token_cache = importlib.import_module(f"{package.__name__}._pipeline").token_cache(config.token_cache_size)
+    try:
+        store = importlib.import_module(f"{package.__name__}._conversations").conversations(
+            config.conversation_cache_size
+        )
+    except ModuleNotFoundError:  # a commit before the conversation store
+        store = None
+
+    def clear() -> None:
+        token_cache.clear()
+        if store is not None:
+            store.clear()
+
+    return clear
+
+
 def measures(packages: dict[str, ModuleType], n: int, window: int) -> dict[tuple[str, str], Any]:
     found: dict[tuple[str, str], Any] = {}
     for fmt, make in formats.FORMATS.items():
@@ -79,16 +98,16 @@ def measures(packages: dict[str, ModuleType], n: int, window: int) -> dict[tuple
         found[(fmt, "pass")], _ = speed.tiktoken_pass(formats.MODEL, formats.strings(body))
         for name, package in packages.items():
             config = package.GovernanceConfig(context_window_tokens=window)
-            cache = importlib.import_module(f"{package.__name__}._pipeline").token_cache(config.token_cache_size)
+            cache = caches(package, config)
 
             def cold_setup(cache: Any = cache, body: Any = body) -> Any:
-                cache.clear()
+                cache()
                 return body
 
             def warm_setup(
                 cache: Any = cache, package: Any = package, config: Any = config, body: Any = body, after: Any = after
             ) -> Any:
-                cache.clear()
+                cache()
                 package.govern_request(body, config=config)
                 return json.loads(json.dumps(after))
 
@@ -117,9 +136,7 @@ def check(packages: dict[str, ModuleType], n: int) -> int:
                 seen: dict[str, list[str]] = {}
                 for name, package in packages.items():
                     config = package.GovernanceConfig(context_window_tokens=window)
-                    importlib.import_module(f"{package.__name__}._pipeline").token_cache(
-                        config.token_cache_size
-                    ).clear()
+                    caches(package, config)()
                     out = seen[name] = []
                     for body in bodies:
                         governed = package.govern_request(json.loads(json.dumps(body)), config=config)

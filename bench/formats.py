@@ -40,6 +40,7 @@ from bench import speed
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import GovernanceConfig, govern_request
+from litellm_governance._conversations import conversations
 from litellm_governance._pipeline import token_cache
 from litellm_governance._request import detect_format, read_request
 from litellm_governance._tokens import _json, _message_pieces
@@ -85,14 +86,17 @@ def measures(fmt: str, n: int) -> tuple[dict[str, speed.Measure], int]:
     following = next_round(session, seed=0)
     body, after = FORMATS[fmt](session), FORMATS[fmt](following)
     cache = token_cache(CONFIG.token_cache_size)
+    seen = conversations(CONFIG.conversation_cache_size)
     floor, tokens = speed.tiktoken_pass(MODEL, strings(body))
 
     def cold_setup() -> Body:
         cache.clear()
+        seen.clear()
         return body
 
     def warm_setup() -> Body:
         cache.clear()
+        seen.clear()
         govern_request(body, config=CONFIG)
         return json.loads(json.dumps(after))
 

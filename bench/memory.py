@@ -8,8 +8,10 @@ per-result stores (a result's size for its stub, whether it reports a failure: `
 entries each, keyed by the text's length and hash, never the text) and the call-name caches (what a stub
 says of a call, and the shortened texts it shows, keyed by a hash of the call or the text: 8,192 entries
 each), filled with calls shaped like `bench.sessions`' (edits, file writes, reads, searches, commands),
-each made unique. A proxy's memory grows while these fill and stops there: `bench/load.py --rounds 3`
-shows it on a real proxy.
+each made unique, and the conversation store (``conversation_cache_size`` messages, default 32,768:
+each recent conversation's counts and steps' walks, `litellm_governance._conversations`), filled with
+400-message sessions as chat, Claude Code and Codex send them. A proxy's memory grows while these fill
+and stops there: `bench/load.py --rounds 3` shows it on a real proxy.
 
     python bench/memory.py --rounds 3
 
@@ -81,6 +83,43 @@ def fill_call_caches(entries: int, shapes: list[dict[str, str]]) -> None:
         _calls.call_info({"id": f"c{i}", "type": "function", "function": call})
 
 
+def conversation_bodies(size: int) -> list[str]:
+    """Enough distinct 400-message sessions to fill a conversation store of `size` messages, dressed
+    as chat, Claude Code and Codex requests in turn, as JSON (made before tracing). Each is its own
+    conversation (its first user message differs), and each was governed once with no store, so what
+    tracing then sees is the store's own growth."""
+    from bench.agent_shapes import to_claude_code, to_codex
+    from bench.sessions import make_session, make_tools
+    from litellm_governance import govern_request
+
+    base = make_session(400, seed=0)
+    shapes = (
+        lambda s: {"model": "openai/gpt-4o", "messages": s, "tools": make_tools()},
+        lambda s: {"model": "anthropic/claude-sonnet-4-5", "max_tokens": 4096, **to_claude_code(s)},
+        lambda s: {"model": "openai/gpt-4o", **to_codex(s)},
+    )
+    bodies = []
+    for i in range(size // 300 + 6):
+        session = [base[0], {**base[1], "content": f"{base[1]['content']} (session {i})"}, *base[2:]]
+        bodies.append(json.dumps(shapes[i % 3](session)))
+        govern_request(json.loads(bodies[-1]), config=CONVERSATION_CONFIG.replace(conversation_cache_size=0))
+    return bodies
+
+
+CONVERSATION_CONFIG = GovernanceConfig(context_window_tokens=1_000_000)
+
+
+def fill_conversations(size: int, bodies: list[str]) -> object:
+    from litellm_governance import govern_request
+    from litellm_governance._conversations import conversations
+
+    store = conversations(size)
+    store.clear()
+    for body in bodies:
+        govern_request(json.loads(body), config=CONVERSATION_CONFIG.replace(conversation_cache_size=size))
+    return store
+
+
 def fill_rate(rounds: int, *, sessions: int) -> int:
     """Entries per cache after each round of fresh sessions governed here (see the module docstring)."""
     from bench.load import WINDOW, Plan
@@ -117,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     token_entries = GovernanceConfig().token_cache_size // share
     store_entries = _calls._SIZES_KEPT // share
     call_entries = CALL_CACHE // share
+    conversation_messages = GovernanceConfig().conversation_cache_size // share
     shapes = agent_calls()
     tracemalloc.start()
     rows = [
@@ -128,6 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         ("call-name caches", f"2 x {call_entries:,}", traced(lambda: fill_call_caches(call_entries, shapes))),
     ]
+    bodies = conversation_bodies(conversation_messages)  # (after the rows above: it fills their caches too)
+    rows.append(
+        (
+            "conversations (messages kept)",
+            f"{conversation_messages:,}",
+            traced(lambda: fill_conversations(conversation_messages, bodies)),
+        )
+    )
     tracemalloc.stop()
     print(f"# The plugin's caches when full (`python bench/memory.py{' --quick' if args.quick else ''}`)\n")
     print("| cache | entries | memory |")

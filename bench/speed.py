@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from litellm_governance import GovernanceConfig, govern
+from litellm_governance._conversations import conversations
 from litellm_governance._pipeline import token_cache
 from litellm_governance._tokens import _counter, encoding_for_model, get_encoding
 
@@ -196,9 +197,13 @@ def interleave(measures: Mapping[K, Measure], *, reps: int) -> dict[K, list[floa
 def cold(messages: Sequence[Message], *, model: str, tools: Sequence[Any] | None, config: GovernanceConfig) -> Measure:
     """govern() on content never seen before: the token cache is emptied before each repetition
     (the encoding stays loaded)."""
-    return Measure(
-        fn=lambda _: _govern(messages, model, tools, config), setup=token_cache(config.token_cache_size).clear
-    )
+    return Measure(fn=lambda _: _govern(messages, model, tools, config), setup=lambda: clear_caches(config))
+
+
+def clear_caches(config: GovernanceConfig) -> None:
+    """Empty what governing remembers across requests: the token cache and the conversations."""
+    token_cache(config.token_cache_size).clear()
+    conversations(config.conversation_cache_size).clear()
 
 
 def fresh_json_copy(messages: Sequence[Message]) -> list[Message]:
@@ -218,10 +223,9 @@ def warm(
     """govern() on `following` (the session plus one new tool round) right after `session` was
     governed once from an empty cache: what an agent loop sends next. With `fresh_objects`, the
     timed call gets a JSON copy of `following` (new objects, equal content), as in the proxy."""
-    cache = token_cache(config.token_cache_size)
 
     def setup() -> Sequence[Message]:
-        cache.clear()
+        clear_caches(config)
         _govern(session, model, tools, config)
         return fresh_json_copy(following) if fresh_objects else following
 
@@ -266,7 +270,9 @@ def cache_memory(
 ) -> CacheMemory:
     """Govern `requests` in order starting from an empty cache, under tracemalloc: the entries the
     cache holds afterwards (and the most it held after any call), and the bytes still allocated
-    once the results are dropped, which is the cache's own growth."""
+    once the results are dropped, which is the cache's own growth (the conversations are not
+    remembered here: `bench/memory.py` measures them)."""
+    config = config.replace(conversation_cache_size=0)
     cache = token_cache(config.token_cache_size)
     _govern(requests[0], model, tools, config)  # any first-call allocations happen outside the trace
     cache.clear()

@@ -114,6 +114,15 @@ class AnthropicOutline:
                 found[id(part)] = f"messages[{index}]" + (f".content[{at}]" if at is not None else "")
         return found
 
+    def source(self) -> tuple[list[Any], object] | None:
+        """The messages and system as sent (`_formats.Outline.source`); None when a compaction opens them."""
+        return None if self.dead else (self.messages, self.system)
+
+    def prefix(self, items: int) -> int:
+        """Outline messages read from the first `items` messages: each message is read on its own."""
+        parts = self._parts
+        return len(self.view) - sum(len(parts[i]) for i in range(items, len(self.messages)))
+
     # ---- rendering ---------------------------------------------------------------------------
 
     def render(self, governed: list[Message]) -> dict[str, Any]:

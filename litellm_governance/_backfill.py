@@ -25,13 +25,11 @@ class Backfill:
 
     def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         pairing = ctx.pairing(messages)
+        if not pairing.unanswered and not pairing.scattered:  # every call answered, by results right after it
+            return StepResult(messages)
         blocks: dict[int, list[int]] = {}
         for result_index, (owner, _) in pairing.answers.items():
             blocks.setdefault(owner, []).append(result_index)
-        if not pairing.unanswered and all(
-            block == list(range(owner + 1, owner + 1 + len(block))) for owner, block in blocks.items()
-        ):
-            return StepResult(messages)
 
         counts: Counter[str] = Counter()
         out: list[Message] = []

@@ -129,6 +129,10 @@ class GovernanceConfig:
     respect_cache_control: bool = True
     #: Token counts remembered across requests (entries; each is a digest and an int).
     token_cache_size: int = 65_536
+    #: Messages of recent conversations whose counts and steps' walks are remembered for their next
+    #: request, which begins with them (about 300 bytes a message, kept as plain values and a
+    #: digest, never their text; the least recently used conversations go first; 0 keeps none).
+    conversation_cache_size: int = 32_768
     #: Integration only: ``False`` lets the original request through when governance fails
     #: internally (with a warning); ``True`` rejects the request instead.
     fail_closed: bool = False
@@ -158,6 +162,7 @@ class GovernanceConfig:
             if not 0.1 <= self.snip_watermark <= 1.0:
                 raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {short_repr(self.snip_watermark)}")
         _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
+        _check_int("conversation_cache_size", self.conversation_cache_size, minimum=0, maximum=100_000_000)
         if self.cache_stable != "auto" and not isinstance(self.cache_stable, bool):
             raise ConfigError(f'cache_stable must be true, false or "auto", got {short_repr(self.cache_stable)}')
         for name in (

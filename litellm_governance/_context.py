@@ -31,7 +31,7 @@ from ._messages import (
     is_instruction,
     system_note,
 )
-from ._pairing import Pairing, pair
+from ._pairing import Pairing, PairingWalk, pair
 from ._profiles import Profile
 from ._tokens import TokenCounter
 
@@ -106,7 +106,17 @@ class Memo:
     """Per-request caches of what steps compute again and again. Keyed by object identity, which
     is safe because the memo keeps the objects alive; a cache hit never changes a decision."""
 
-    __slots__ = ("alive", "breakpoint", "calls", "catalogue", "counts", "oversized", "pairing")
+    __slots__ = (
+        "alive",
+        "breakpoint",
+        "calls",
+        "catalogue",
+        "conversation",
+        "counts",
+        "kept",
+        "oversized",
+        "pairing",
+    )
 
     def __init__(self) -> None:
         #: id(message) -> its tokens; `alive` holds every message counted, so while the memo lives
@@ -118,6 +128,12 @@ class Memo:
         self.calls: tuple[object, Mapping[str, CallInfo]] | None = None
         self.oversized: tuple[object, tuple[int, int], int] | None = None
         self.catalogue: tuple[object, tuple[object, ...], Catalogue] | None = None
+        #: The list whose walks the conversation's requests share (`_conversations`), how many of
+        #: its messages this request keeps for the next one, and the walks the previous request kept
+        #: (by name, each over as many messages as this request begins with): `Context.conversation`.
+        self.conversation: tuple[object, int, Mapping[str, object]] | None = None
+        #: The walks this request keeps for the next one (by name), each over those first messages.
+        self.kept: dict[str, object] = {}
 
 
 @dataclass(frozen=True)
@@ -157,7 +173,18 @@ class Context:
         """`pair(messages)`, computed once per list object (repairs that change nothing reuse it)."""
         memo = self.memo
         if memo.pairing is None or memo.pairing[0] is not messages:
-            memo.pairing = (messages, pair(messages))
+            shared = self.conversation(messages)
+            if shared is None:
+                memo.pairing = (messages, pair(messages))
+            else:  # resumed where the previous request of the conversation left it, and kept for the next
+                before = shared[1].get("pairing")
+                fits = isinstance(before, PairingWalk) and before.end <= len(messages)
+                walk = before.copy() if isinstance(before, PairingWalk) and fits else PairingWalk()
+                if walk.end <= shared[0]:
+                    walk.walk(messages, shared[0])
+                    self.keep("pairing", walk.copy())
+                walk.walk(messages, len(messages))
+                memo.pairing = (messages, walk.pairing())
         return memo.pairing[1]
 
     def calls_by_id(self, messages: Sequence[Message]) -> Mapping[str, CallInfo]:
@@ -178,12 +205,16 @@ class Context:
         profile may move up): it protects no result (else governing twice would differ)."""
         memo = self.memo
         if memo.breakpoint is None or memo.breakpoint[0] is not messages:
-            index = len(messages) - 1
-            while index >= 0 and (
-                not has_cache_control(messages[index]) or messages[index].get("role") in ("system", "developer")
-            ):
-                index -= 1
-            memo.breakpoint = (messages, index)
+            shared = self.conversation(messages)
+            if shared is None:
+                memo.breakpoint = (messages, _last_breakpoint(messages, len(messages), 0, -1))
+            else:  # the previous request of the conversation found the last one in the messages it kept
+                mark, walks = shared
+                before = walks.get("breakpoint")
+                end, found = before if isinstance(before, tuple) and before[0] <= mark else (0, -1)
+                kept = _last_breakpoint(messages, mark, end, found)
+                self.keep("breakpoint", (mark, kept))
+                memo.breakpoint = (messages, _last_breakpoint(messages, len(messages), mark, kept))
         return memo.breakpoint[1]
 
     def tokens(self, message: Mapping[str, Any]) -> int:
@@ -216,6 +247,24 @@ class Context:
         self.memo.counts[id(message)] = count
         self.memo.alive.append(message)
 
+    def conversation(self, messages: Sequence[Message]) -> tuple[int, Mapping[str, object]] | None:
+        """For the list the conversation's requests share (the request as read, when the repairs
+        left it so): how many of its first messages this request keeps for the next one, and the
+        walks the previous request kept over the messages it begins with (`_conversations`)."""
+        found = self.memo.conversation
+        return (found[1], found[2]) if found is not None and found[0] is messages else None
+
+    def keep(self, name: str, walk: object) -> None:
+        """Keep a walk over the first messages `conversation` names, for the next request."""
+        self.memo.kept[name] = walk
+
+    def seed_all(self, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> None:
+        """Record the tokens of `messages`, counted before (the same messages of the conversation's
+        previous request, `_conversations`): as counting them again would give."""
+        memo = self.memo
+        memo.counts.update(zip(map(id, messages), counts, strict=True))
+        memo.alive.extend(messages)
+
     def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
         """Size above which a single result is compacted whatever its age: half the room the
         budget leaves for history (None without a budget). It cannot share the request with
@@ -224,9 +273,24 @@ class Context:
             return None
         memo, key = self.memo, (self.budget, self.tools_tokens)  # once per list: each shrinking attempt asks
         if memo.oversized is None or memo.oversized[0] is not messages or memo.oversized[1] != key:
-            fixed = self.tools_tokens + sum(self.tokens(m) for m in messages if is_instruction(m))
+            fixed = self.tools_tokens + self._instructions(messages)
             memo.oversized = (messages, key, max(0, self.budget - fixed) // 2)
         return memo.oversized[2]
+
+    def _instructions(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of the instructions among `messages` (`is_instruction`); those in the messages the
+        previous request of the conversation kept are taken from what it kept."""
+        shared = self.conversation(messages)  # type: ignore[arg-type]
+        if shared is None:
+            return sum(self.tokens(m) for m in messages if is_instruction(m))
+        mark, walks = shared
+        before = walks.get("instructions")
+        end, total = (0, 0)
+        if isinstance(before, tuple) and before[0] <= mark:
+            end, total = before
+        total += sum(self.tokens(m) for m in messages[end:mark] if is_instruction(m))
+        self.keep("instructions", (mark, total))
+        return total + sum(self.tokens(m) for m in messages[mark:] if is_instruction(m))
 
     def drops_trailing_assistant(self) -> bool:
         """Whether the role rules drop assistant messages that end the request (no prefill)."""
@@ -263,6 +327,16 @@ class Context:
         )
         reasoning = 2 if profile.reasoning is not Reasoning.NONE and self.format == "chat" else 0
         return bridge, note, reasoning
+
+
+def _last_breakpoint(messages: Sequence[Message], end: int, start: int, before: int) -> int:
+    """`Context.last_breakpoint` of `messages[:end]`, the last one before `start` being `before`."""
+    index = end - 1
+    while index >= start and (
+        not has_cache_control(messages[index]) or messages[index].get("role") in ("system", "developer")
+    ):
+        index -= 1
+    return index if index >= start else before
 
 
 _SYNTHETIC_USER: Final = {"role": "user", "content": SYNTHETIC_USER_CONTENT}

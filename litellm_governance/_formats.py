@@ -71,6 +71,17 @@ class Outline(Protocol):
         """The request fields that carry the governed history, in the request's own format."""
         ...
 
+    def source(self) -> tuple[list[Any], object] | None:
+        """The client's history and system prompt as sent, for finding the conversation
+        (`_conversations`); None where the history cannot be told by them (a string input, one
+        stored upstream, one that a compaction opens)."""
+        ...
+
+    def prefix(self, items: int) -> int:
+        """How many outline messages are read from the first `items` history items alone (those
+        the following items cannot change)."""
+        ...
+
 
 class ChatOutline:
     """Chat completions: the messages are their own outline."""
@@ -85,6 +96,12 @@ class ChatOutline:
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         return {"messages": governed}
+
+    def source(self) -> tuple[list[Any], object] | None:
+        return self.view, None
+
+    def prefix(self, items: int) -> int:
+        return items  # one outline message per message
 
 
 @dataclass(frozen=True)

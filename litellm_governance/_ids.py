@@ -46,16 +46,36 @@ class UniqueToolCallIds:
 
     def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         profile = ctx.profile
-        idents = [ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None]
-        taken = set(idents)
+        taken, count = _taken(messages, ctx)
         needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
         # Cheap check first: most requests have no repeated id at all.
         if not needs_work and (
-            len(idents) == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages))
+            count == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages))
         ):
             return StepResult(messages)
         counts: Counter[str] = Counter()
-        return StepResult(_rename(messages, ctx, taken, counts), counts)
+        return StepResult(_rename(messages, ctx, set(taken), counts), counts)
+
+
+def _idents(messages: list[Message], start: int, end: int) -> list[str]:
+    return [ident for m in messages[start:end] for c in tool_calls(m) if (ident := call_id(c)) is not None]
+
+
+def _taken(messages: list[Message], ctx: Context) -> tuple[frozenset[str], int]:
+    """The ids of the calls in `messages`, and how many calls have one. Where the previous request of
+    the conversation began this list (`Context.conversation`), its ids are taken from what it kept."""
+    shared = ctx.conversation(messages)
+    if shared is None:
+        idents = _idents(messages, 0, len(messages))
+        return frozenset(idents), len(idents)
+    mark, walks = shared
+    before = walks.get("ids")
+    end, kept, count = before if isinstance(before, tuple) and before[0] <= mark else (0, frozenset(), 0)
+    upto = _idents(messages, end, mark)
+    kept, count = kept.union(upto), count + len(upto)
+    ctx.keep("ids", (mark, kept, count))
+    rest = _idents(messages, mark, len(messages))
+    return kept.union(rest), count + len(rest)
 
 
 def _repeats_within(messages: list[Message]) -> bool:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._calls import CallInfo, describe_size, is_stub, looks_like_error
+from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error
 from ._context import Context, StepResult, is_turn
 from ._messages import Message, content_chars
 from ._reads import is_observation, read_target
@@ -41,6 +41,7 @@ __all__ = [
     "SUPERSEDED",
     "Candidate",
     "Catalogue",
+    "Catalogued",
     "Microcompact",
     "catalogue",
     "compact",
@@ -123,10 +124,22 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
     attempt that respects the breakpoint and one that lifts it read the same results) and the
     protected one taken from it: a read behind the breakpoint supersedes nothing after it (reads
     supersede earlier ones only), so the candidates after the breakpoint are the same, with the
-    same supersessions; those up to it are what protection counts."""
+    same supersessions; those up to it are what protection counts. Where the previous request of
+    the conversation began this list (`Context.conversation`), its walk is resumed, not redone."""
     memo, rules = ctx.memo, (ctx.config, ctx.profile, ctx.allow_prefill)  # what else it reads
     if memo.catalogue is None or memo.catalogue[0] is not messages or memo.catalogue[1] != rules:
-        memo.catalogue = (messages, rules, _catalogue(messages, ctx))
+        shared = ctx.conversation(messages)
+        before = shared[1].get("catalogue") if shared is not None else None
+        found, walked = Catalogued.walk_over(
+            messages,
+            ctx,
+            rules,
+            before if isinstance(before, Catalogued) else None,
+            shared[0] if shared is not None else None,
+        )
+        memo.catalogue = (messages, rules, found)
+        if walked is not None:
+            ctx.keep("catalogue", walked)
     whole = memo.catalogue[2]
     protected = -1
     if ctx.config.respect_cache_control and not ctx.ignore_breakpoints:
@@ -137,48 +150,100 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
     return Catalogue(kept, len(whole.candidates) - len(kept), whole.newest, whole.large_uncompacted)
 
 
-def _catalogue(messages: list[Message], ctx: Context) -> Catalogue:
-    """`catalogue` with no breakpoint protecting anything."""
-    config = ctx.config
-    calls = ctx.calls_by_id(messages)
-    compactable = config.compactable_tools
-    found: list[Candidate] = []
-    large: dict[int, str] = {}
-    reads: dict[tuple[str, str], list[tuple[int, object]]] = {}  # (tool, path) -> [(candidate ordinal, target)]
-    superseded: dict[int, int] = {}  # candidate ordinal -> index of the read superseding it
-    for index, message in enumerate(messages):
-        if message.get("role") != "tool":
-            continue
-        ident = message.get("tool_call_id")
-        call = calls.get(ident) if isinstance(ident, str) else None
-        name = message.get("name")
-        if not isinstance(name, str) or not name:
-            name = call.name if call is not None else None
-        if name is None:
-            continue
-        content = message.get("content")
-        target = read_target(call)
-        if target is not None and not looks_like_error(message):
-            for ordinal, earlier in reads.get((target.tool, target.path), ()):
-                if ordinal not in superseded and target.covers(earlier):  # type: ignore[arg-type]
-                    superseded[ordinal] = index
-        chars = content_chars(content)
-        if not (compactable == "*" or name in compactable) or not is_observation(call):  # `is_compactable`
-            if chars >= LARGE_RESULT_CHARS:
-                large[index] = name[:40]  # for the report: a tool to consider adding
-            continue
-        if chars < config.min_chars:
-            continue
-        if is_stub(content):
-            continue  # already compacted (never counted, so a second pass changes nothing)
-        if target is not None:
-            reads.setdefault((target.tool, target.path), []).append((len(found), target))
-        found.append(Candidate(index, name, call))
-    for ordinal, later in superseded.items():
-        earlier = found[ordinal]
-        found[ordinal] = Candidate(earlier.index, earlier.name, earlier.call, later)
-    newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
-    return Catalogue(found, 0, newest, large)
+@dataclass(slots=True)
+class Catalogued:
+    """Where the walk that catalogues a request's results stands after its first `end` messages:
+    plain values only (indexes, names, the calls named), so that the next request of the same
+    conversation, which begins with those messages (`_conversations`), resumes the walk there."""
+
+    #: The rules the walk applied (config, profile, prefill).
+    rules: tuple[object, ...]
+    end: int
+    #: call id -> the call it names, in the messages walked (`_calls.calls_by_id`).
+    calls: dict[str, CallInfo]
+    #: The candidates so far, as found (the later reads superseding them are in `superseded`).
+    found: list[Candidate]
+    large: dict[int, str]
+    reads: dict[tuple[str, str], list[tuple[int, object]]]  # (tool, path) -> [(candidate ordinal, target)]
+    superseded: dict[int, int]  # candidate ordinal -> index of the read superseding it
+
+    @classmethod
+    def walk_over(
+        cls,
+        messages: list[Message],
+        ctx: Context,
+        rules: tuple[object, ...],
+        before: Catalogued | None,
+        mark: int | None,
+    ) -> tuple[Catalogue, Catalogued | None]:
+        """The catalogue of `messages`, with no breakpoint protecting anything, resuming `before`
+        (the walk over the messages they begin with) where nothing after those messages changes what
+        it found; and a copy of the walk as it stood after the first `mark` messages (None where the
+        messages after them could change it: a later call reusing an id)."""
+        state = None
+        if before is not None and before.rules == rules and before.end <= len(messages):
+            state = before._copy(before.calls)
+        start = state.end if state is not None else 0
+        cut = mark if mark is not None and start <= mark <= len(messages) else len(messages)
+        middle = calls_by_id(messages[start:cut])
+        tail = calls_by_id(messages[cut:]) if cut < len(messages) else {}
+        if state is not None and not (state.calls.keys().isdisjoint(middle) and state.calls.keys().isdisjoint(tail)):
+            # A later call with the same id wins (`calls_by_id`): results walked may name another call.
+            state, middle = None, calls_by_id(messages[:cut])
+        if state is None:
+            state = cls(rules, 0, {}, [], {}, {}, {})
+        upto = {**state.calls, **middle} if state.calls else middle
+        calls = {**upto, **tail} if tail else upto
+        ctx.memo.calls = (messages, calls)  # every other reader of the calls (notes) takes them from here
+        state._walk(messages, ctx, calls, cut)
+        kept = state._copy(upto) if cut == mark and upto.keys().isdisjoint(tail) else None
+        state._walk(messages, ctx, calls, len(messages))
+        candidates = list(state.found)
+        for ordinal, later in state.superseded.items():
+            earlier = candidates[ordinal]
+            candidates[ordinal] = Candidate(earlier.index, earlier.name, earlier.call, later)
+        newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
+        return Catalogue(candidates, 0, newest, dict(state.large)), kept
+
+    def _copy(self, calls: dict[str, CallInfo]) -> Catalogued:
+        reads = {key: list(found) for key, found in self.reads.items()}
+        return Catalogued(self.rules, self.end, calls, list(self.found), dict(self.large), reads, dict(self.superseded))
+
+    def _walk(self, messages: list[Message], ctx: Context, calls: Mapping[str, CallInfo], end: int) -> None:
+        """Catalogue the messages from `end` up to `end` (the argument), naming calls from `calls`."""
+        config = ctx.config
+        compactable = config.compactable_tools
+        found, large, reads, superseded = self.found, self.large, self.reads, self.superseded
+        for index in range(self.end, end):
+            message = messages[index]
+            if message.get("role") != "tool":
+                continue
+            ident = message.get("tool_call_id")
+            call = calls.get(ident) if isinstance(ident, str) else None
+            name = message.get("name")
+            if not isinstance(name, str) or not name:
+                name = call.name if call is not None else None
+            if name is None:
+                continue
+            content = message.get("content")
+            target = read_target(call)
+            if target is not None and not looks_like_error(message):
+                for ordinal, earlier in reads.get((target.tool, target.path), ()):
+                    if ordinal not in superseded and target.covers(earlier):  # type: ignore[arg-type]
+                        superseded[ordinal] = index
+            chars = content_chars(content)
+            if not (compactable == "*" or name in compactable) or not is_observation(call):  # `is_compactable`
+                if chars >= LARGE_RESULT_CHARS:
+                    large[index] = name[:40]  # for the report: a tool to consider adding
+                continue
+            if chars < config.min_chars:
+                continue
+            if is_stub(content):
+                continue  # already compacted (never counted, so a second pass changes nothing)
+            if target is not None:
+                reads.setdefault((target.tool, target.path), []).append((len(found), target))
+            found.append(Candidate(index, name, call))
+        self.end = end
 
 
 def large_uncompactable(large: Mapping[int, str], *, limit: int = 5) -> dict[str, int]:

@@ -41,6 +41,7 @@ from ._anthropic import AnthropicOutline
 from ._backfill import Backfill
 from ._config import GovernanceConfig, short_repr, suggestion
 from ._context import Context, Tally
+from ._conversations import conversations, counts_of
 from ._cut_turns import CutTurns
 from ._errors import ConfigError, InvalidRequestError
 from ._formats import ChatOutline, Outline, Parsed
@@ -343,8 +344,16 @@ def _run_once(
         stable=config.stable_for(facts.max_input_tokens),
         summaries=summaries or {},
     )
+    # What the conversation's previous request counted and catalogued, where this one begins with it.
+    recall = conversations(config.conversation_cache_size).recall(outline, counter.encoding_name)
+    seen = recall.seen if recall is not None else None
+    if seen is not None:
+        ctx.seed_all(original[: recall.reuse], seen.counts[: recall.reuse])  # type: ignore[union-attr]
     raw_before = ctx.tools_tokens + REPLY_PRIMING + ctx.total(original)
 
+    if recall is not None:  # the walks the conversation's requests share: over the request as read
+        walks = seen.walks if seen is not None and recall.reuse == seen.messages else {}
+        ctx.memo.conversation = (original, recall.mark, walks)
     tally = Tally()
     governed = original
     # Tokens after each stage (tiktoken units), for the report's tokens removed per stage.
@@ -364,6 +373,8 @@ def _run_once(
         governed = tally.add(_ROLES(governed, ctx))
         ledger.after("roles", governed)
 
+    if recall is not None:
+        recall.leave(counts_of(original[: recall.mark], ctx.memo.counts), dict(ctx.memo.kept))
     raw_after = ledger.raw
     over_budget = ctx.budget is not None and raw_after > ctx.budget
     if over_budget:

@@ -188,6 +188,26 @@ class ResponsesOutline:
                 index += 1
         return found
 
+    def source(self) -> tuple[list[Any], object] | None:
+        """The items and instructions as sent (`_formats.Outline.source`); None for a string input,
+        a history stored upstream, or one that a compaction opens."""
+        if self.left_alone is not None or self.history_upstream or self.dead or type(self.items) is not list:
+            return None
+        return self.items, self.instructions
+
+    def prefix(self, items: int) -> int:
+        """Outline messages read from the first `items` items alone: all up to the one holding the
+        last of them, unless that one is an assistant run the next items continue."""
+        position, view = self._position, self.view
+        held = len(view)
+        while held > 0:
+            found = origin(view[held - 1])
+            pieces: tuple[Any, ...] = () if found is None else found.order if found.native is None else (found.native,)
+            if not pieces or position.get(id(pieces[0]), -1) < items:
+                return held if not pieces or position.get(id(pieces[-1]), -1) < items else held - 1
+            held -= 1
+        return 0
+
     def _stand_in_for_stored_calls(self) -> None:
         visible = {c.get("id") for m in self.view for c in m.get("tool_calls", ())}
         stored: list[tuple[int, Message]] = [

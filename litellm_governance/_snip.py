@@ -38,7 +38,7 @@ from ._trace import (
     without_notes,
 )
 
-__all__ = ["Cost", "Layout", "Snip", "assemble", "note_for"]
+__all__ = ["Cost", "Layout", "LayoutWalk", "Snip", "assemble", "note_for"]
 
 # cost(cut, tail): tokens kept when cutting at unit `cut`, given the tokens of the units from there.
 Cost = Callable[[int, int], int]
@@ -67,65 +67,21 @@ class Layout:
         """Units and their costs, including what the role rules will add to them (a bridge turn
         after tool results that a user message follows, a system note's label, reasoning). A bridge
         turn the rules already inserted belongs to the results it follows, as text that came with
-        the results does: so a governed request is cut exactly as its input was."""
-        layout = cls([], [], [], [], ctx.tools_tokens + REPLY_PRIMING)
-        bridge, note, reasoning = ctx.rule_overheads()
-        index = 0
-        latest_user = -1
-        exchange = -1  # the unit of the last assistant turn so far, when results came with it
-        drops_trailing = ctx.drops_trailing_assistant()
-        after_text = False  # assistant text came after that exchange (dropped if nothing else follows)
-        tokens_of = ctx.tokens
-        count = len(messages)
-        while index < count:
-            message = messages[index]
-            if is_instruction(message):
-                if after_text and ctx.ends_turns(message):  # the assistant text before it stays: a turn
-                    exchange, after_text = -1, False
-                layout.fixed += tokens_of(message)
-                if layout.units and message.get("role") != "user":  # a system message that will become a note
-                    layout.fixed += note
-                index += 1
-                continue
-            end = index + 1
-            role = message.get("role")
-            tokens = tokens_of(message)
-            if role == "assistant" and message.get("tool_calls"):
-                while end < count and messages[end].get("role") == "tool":
-                    tokens += tokens_of(messages[end])
-                    end += 1
-                if end < count and _continues(messages[end]):
-                    tokens += tokens_of(messages[end])
-                    end += 1  # text that came with the results (Anthropic) goes where they go
-                if end < count and is_bridge(messages[end]):
-                    tokens += tokens_of(messages[end])
-                    end += 1
-                elif bridge and end < count and messages[end].get("role") in ("user", "system", "developer"):
-                    tokens += bridge  # the rules will put a bridge turn here
-            unit = len(layout.units)
-            layout.units.append((index, end))
-            if role == "assistant":
-                tokens += reasoning
-            layout.tokens.append(tokens)
-            layout.previous_user.append(latest_user)
-            user = is_task(message)
-            layout.is_user.append(user)
-            if user:
-                latest_user = unit
-            if role == "assistant" and is_turn(message):
-                if end - index > 1 and messages[index + 1].get("role") == "tool":
-                    exchange, after_text = unit, False
-                elif drops_trailing and exchange >= 0:
-                    # Assistant text that ends the request is dropped by the rules (no prefill): the
-                    # exchange before it stays the newest while nothing but such text follows.
-                    after_text = True
-                else:
-                    exchange = -1
-            elif after_text and role != "assistant" and ctx.ends_turns(message):
-                exchange, after_text = -1, False  # the assistant text before it was the last turn after all
-            layout.keep_from.append(exchange if exchange >= 0 else unit)
-            index = end
-        return layout
+        the results does: so a governed request is cut exactly as its input was. Where the previous
+        request of the conversation began this list (`Context.conversation`), its walk is resumed."""
+        rules = (ctx.profile, ctx.allow_prefill)  # what else it reads (with the messages' tokens)
+        shared = ctx.conversation(messages)
+        before = shared[1].get("layout") if shared is not None else None
+        walk = None
+        if isinstance(before, LayoutWalk) and before.rules == rules and before.index <= len(messages):
+            walk = before.copy()
+        if walk is None:
+            walk = LayoutWalk(rules)
+        kept = walk.walk(messages, ctx, shared[0] if shared is not None else 0)
+        if kept is not None:
+            ctx.keep("layout", kept)
+        fixed = walk.fixed + ctx.tools_tokens + REPLY_PRIMING
+        return cls(walk.units, walk.tokens, walk.is_user, walk.previous_user, fixed, walk.keep_from)
 
     def unit_index(self) -> dict[int, int]:
         """Message index -> index of the unit holding it (system messages are in none)."""
@@ -170,6 +126,130 @@ def is_task(message: Message) -> bool:
         return False
     found = origin(message)
     return found is None or not found.continuation
+
+
+@dataclass
+class LayoutWalk:
+    """Where the walk that lays a request out in units stands (`Layout.of`), before message `index`:
+    plain values only, so that the next request of the conversation, which begins with the messages
+    walked, resumes there (`_conversations`)."""
+
+    #: What the walk read besides the messages and their tokens (the profile, prefill).
+    rules: tuple[object, ...]
+    index: int = 0
+    units: list[tuple[int, int]] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    is_user: list[bool] = field(default_factory=list)
+    previous_user: list[int] = field(default_factory=list)
+    keep_from: list[int] = field(default_factory=list)
+    #: System messages and notes' labels (the request's tool schemas and reply priming are not in it).
+    fixed: int = 0
+    latest_user: int = -1
+    exchange: int = -1  # the unit of the last assistant turn so far, when results came with it
+    after_text: bool = False  # assistant text came after that exchange (dropped if nothing else follows)
+
+    def copy(self) -> LayoutWalk:
+        return LayoutWalk(
+            self.rules,
+            self.index,
+            list(self.units),
+            list(self.tokens),
+            list(self.is_user),
+            list(self.previous_user),
+            list(self.keep_from),
+            self.fixed,
+            self.latest_user,
+            self.exchange,
+            self.after_text,
+        )
+
+    def walk(self, messages: list[Message], ctx: Context, mark: int) -> LayoutWalk | None:
+        """Lay out the messages from `index` on; returns a copy of the walk as it stood at the last
+        unit that starts before message `mark` (whatever the messages from `mark` on: what it read
+        of them so far is message `mark - 1` at most), or None when it never stood there."""
+        bridge, note, reasoning = ctx.rule_overheads()
+        index = self.index
+        latest_user, exchange, after_text = self.latest_user, self.exchange, self.after_text
+        units, unit_tokens, is_user, previous_user, keep_from = (
+            self.units,
+            self.tokens,
+            self.is_user,
+            self.previous_user,
+            self.keep_from,
+        )
+        fixed = self.fixed
+        drops_trailing = ctx.drops_trailing_assistant()
+        tokens_of = ctx.tokens
+        count = len(messages)
+        stood: tuple[int, int, int, int, int, bool] | None = None
+        while index < count:
+            if index < mark:
+                stood = (index, len(units), fixed, latest_user, exchange, after_text)
+            message = messages[index]
+            if is_instruction(message):
+                if after_text and ctx.ends_turns(message):  # the assistant text before it stays: a turn
+                    exchange, after_text = -1, False
+                fixed += tokens_of(message)
+                if units and message.get("role") != "user":  # a system message that will become a note
+                    fixed += note
+                index += 1
+                continue
+            end = index + 1
+            role = message.get("role")
+            tokens = tokens_of(message)
+            if role == "assistant" and message.get("tool_calls"):
+                while end < count and messages[end].get("role") == "tool":
+                    tokens += tokens_of(messages[end])
+                    end += 1
+                if end < count and _continues(messages[end]):
+                    tokens += tokens_of(messages[end])
+                    end += 1  # text that came with the results (Anthropic) goes where they go
+                if end < count and is_bridge(messages[end]):
+                    tokens += tokens_of(messages[end])
+                    end += 1
+                elif bridge and end < count and messages[end].get("role") in ("user", "system", "developer"):
+                    tokens += bridge  # the rules will put a bridge turn here
+            unit = len(units)
+            units.append((index, end))
+            if role == "assistant":
+                tokens += reasoning
+            unit_tokens.append(tokens)
+            previous_user.append(latest_user)
+            user = is_task(message)
+            is_user.append(user)
+            if user:
+                latest_user = unit
+            if role == "assistant" and is_turn(message):
+                if end - index > 1 and messages[index + 1].get("role") == "tool":
+                    exchange, after_text = unit, False
+                elif drops_trailing and exchange >= 0:
+                    # Assistant text that ends the request is dropped by the rules (no prefill): the
+                    # exchange before it stays the newest while nothing but such text follows.
+                    after_text = True
+                else:
+                    exchange = -1
+            elif after_text and role != "assistant" and ctx.ends_turns(message):
+                exchange, after_text = -1, False  # the assistant text before it was the last turn after all
+            keep_from.append(exchange if exchange >= 0 else unit)
+            index = end
+        self.index, self.fixed = index, fixed
+        self.latest_user, self.exchange, self.after_text = latest_user, exchange, after_text
+        if stood is None:
+            return None
+        at, n, fixed, latest_user, exchange, after_text = stood
+        return LayoutWalk(
+            self.rules,
+            at,
+            units[:n],
+            unit_tokens[:n],
+            is_user[:n],
+            previous_user[:n],
+            keep_from[:n],
+            fixed,
+            latest_user,
+            exchange,
+            after_text,
+        )
 
 
 class Snip:

@@ -49,9 +49,10 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 
+from ._calls import describe_size
 from ._context import Context, StepResult
 from ._messages import Message
-from ._microcompact import Candidate, Catalogue, catalogue, compact, is_oversized
+from ._microcompact import AGAIN, SUPERSEDED, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
 from ._snip import Layout, assemble, note_cap, note_for
 from ._trace import TraceIndex
 
@@ -118,15 +119,9 @@ class StableShrink:
         cap = note_cap(ctx)
         watermark = config.snip_watermark
         # What compacting each candidate saves, and the candidates each unit brings. A stub replaces
-        # the content and nothing else: the saving is the content's tokens less the stub's (long
-        # contents are cached by text, so this is a lookup per result on the warm path).
-        stubs = [compact(messages[c.index], c) for c in candidates]  # what `_apply` puts in, mostly
-        saving = [
-            ctx.counter.content(messages[c.index].get("content")) - ctx.counter.short(stub["content"])
-            for c, stub in zip(candidates, stubs, strict=True)
-        ]
-        for c, stub, saved in zip(candidates, stubs, saving, strict=True):
-            ctx.seed(stub, ctx.tokens(messages[c.index]) - saved)  # the ledger counts every stub put in
+        # the content and nothing else: the saving is the content's tokens less the stub's.
+        stubs = stub_sizes(messages, candidates, ctx)  # what `_apply` puts in, mostly
+        saving = [saved for _, saved in stubs]
         unit_of = layout.unit_index()
         arriving: dict[int, list[int]] = {}
         for ordinal, candidate in enumerate(candidates):
@@ -280,10 +275,11 @@ class StableShrink:
         trace: TraceIndex | None = None,
         allowance: int = 0,
         stubbed_stale: set[int] | None = None,
-        stubs: list[Message] | None = None,
+        stubs: list[tuple[str, int]] | None = None,
     ) -> StepResult:
         """The request with the `compacted` candidates stubbed and the units before `cut` cut.
-        `stubs` are the candidates' stubs made with their default reason (reused where it holds)."""
+        `stubs` are the sizes the candidates' stubs give and what each stub saves with its default
+        reason (`stub_sizes`, reused where that reason holds)."""
         candidates = found.candidates
         counts: Counter[str] = Counter()
         first_kept = layout.units[cut][0] if layout.units else 0
@@ -299,7 +295,10 @@ class StableShrink:
             # later keeps the stub it got by age (so the prefix does not change under the cache).
             stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
             if stubs is not None and stale == (candidate.superseded_by is not None):
-                stub = stubs[ordinal]
+                size, saving = stubs[ordinal]
+                stub = dict(messages[candidate.index])
+                stub["content"] = stub_text(candidate.name, candidate.call, size, SUPERSEDED if stale else AGAIN)
+                ctx.seed(stub, ctx.tokens(messages[candidate.index]) - saving)  # (what counting it gives)
             else:
                 stub = compact(messages[candidate.index], candidate, superseded=stale)
             out[candidate.index] = stub
@@ -319,3 +318,36 @@ class StableShrink:
             cut=cut_turns,
             saved=saved,
         )
+
+
+def stub_sizes(messages: list[Message], candidates: list[Candidate], ctx: Context) -> list[tuple[str, int]]:
+    """Each candidate's size as its stub shows it (`compact`), and the tokens its stub with its
+    default reason saves: the content's less the stub's. Where the previous request of the
+    conversation began this list (`Context.conversation`), those of the results it kept are taken
+    from it when the result is still named by the same call, with the same reason."""
+    shared = ctx.conversation(messages)
+    before = shared[1].get("stubs") if shared is not None else None
+    known: dict[int, tuple[bool, str, object, str, int]] = before if isinstance(before, dict) else {}
+    counter = ctx.counter
+    out: list[tuple[str, int]] = []
+    for candidate in candidates:
+        superseded = candidate.superseded_by is not None
+        found = known.get(candidate.index)
+        if found is not None and found[0] == superseded and found[1] == candidate.name and found[2] == candidate.call:
+            out.append((found[3], found[4]))
+            continue
+        content = messages[candidate.index].get("content")
+        size = describe_size(content)
+        text = stub_text(candidate.name, candidate.call, size, SUPERSEDED if superseded else AGAIN)
+        out.append((size, counter.content(content) - counter.short(text)))
+    if shared is not None:
+        mark = shared[0]
+        ctx.keep(
+            "stubs",
+            {
+                c.index: (c.superseded_by is not None, c.name, c.call, size, saved)
+                for c, (size, saved) in zip(candidates, out, strict=True)
+                if c.index < mark
+            },
+        )
+    return out

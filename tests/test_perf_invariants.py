@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from bench.ab import fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import PROFILES, GovernanceConfig, _calls, govern_request
+from litellm_governance import PROFILES, GovernanceConfig, _calls, _microcompact, govern_request
 from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info, calls_by_id, is_stub, looks_like_error
 from litellm_governance._context import Context
+from litellm_governance._conversations import conversations
 from litellm_governance._ledger import Ledger
 from litellm_governance._messages import content_chars, is_blank_part
 from litellm_governance._microcompact import catalogue
@@ -404,7 +405,9 @@ def test_the_protected_catalogue_is_the_one_a_protected_scan_finds(messages: lis
 
 def test_a_request_names_its_calls_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Claude Code body cut at a small window: both shrinking attempts and the note of cut turns
-    read the calls of one list; they are named once (three times before `Context.calls_by_id`)."""
+    read the calls of one list; each message's calls are named once (three times before
+    `Context.calls_by_id`): the catalogue names them in two stretches, those the conversation's next
+    request may take from this one and the newest (`_conversations`), and the note reads those."""
     named: list[int] = []
 
     def counted(messages: Any) -> Any:
@@ -412,9 +415,13 @@ def test_a_request_names_its_calls_once(monkeypatch: pytest.MonkeyPatch) -> None
         return calls_by_id(messages)
 
     monkeypatch.setattr(_calls, "calls_by_id", counted)
-    governed = govern_request(_bodies(300, seed=2)["anthropic"], config=GovernanceConfig(context_window_tokens=32_768))
+    monkeypatch.setattr(_microcompact, "calls_by_id", counted)
+    body = _bodies(300, seed=2)["anthropic"]
+    config = GovernanceConfig(context_window_tokens=32_768)
+    conversations(config.conversation_cache_size).clear()  # nothing to take from an earlier request
+    governed = govern_request(body, config=config)
     assert governed.report.steps.get("snipped") and governed.report.steps.get("compacted")
-    assert len(named) == 1
+    assert len(named) == 2 and sum(named) == len(AnthropicOutline(body["messages"], body["system"]).view)
 
 
 _PARTS = st.lists(

@@ -1,0 +1,217 @@
+"""The conversation memo (`_conversations`): a request reuses what the previous request of its
+conversation counted and walked, and that changes nothing: the same bytes and report as governing the
+request afresh, whatever the client did to its history in between (grew it, edited or retyped an old
+value, reordered a message's keys, dropped its newest message, moved its breakpoint)."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.ab import _FUZZ_MODELS, _as_anthropic, _as_responses, fuzz_loop
+from bench.agent_shapes import to_claude_code, to_codex
+from bench.sessions import make_session, make_tools, next_round
+from litellm_governance import ConfigError, GovernanceConfig, govern_request
+from litellm_governance._conversations import conversations
+from litellm_governance._microcompact import Catalogued
+from litellm_governance._pairing import PairingWalk
+from litellm_governance._request import detect_format, read_request
+from litellm_governance._snip import LayoutWalk
+from litellm_governance._tokens import TokenCounter
+
+FORMATS = ("chat", "anthropic", "responses")
+#: The store these tests use (a size of its own: `conversations(size)` is one store per size).
+SIZE = 20_000
+
+
+def _shape(fmt: str, messages: list[dict[str, Any]], model: str, rng: random.Random) -> dict[str, Any]:
+    """`messages` (a `fuzz_loop`) as a request body in `fmt`; an Anthropic one with Claude Code's
+    breakpoint on its newest block, which moves there on every request."""
+    if fmt == "chat":
+        body: dict[str, Any] = {"messages": messages, "max_tokens": 100}
+    elif fmt == "anthropic":
+        body = _as_anthropic(messages)
+        last = body["messages"][-1] if body["messages"] else None
+        if last is not None and isinstance(last["content"], list) and rng.random() < 0.7:
+            last["content"][-1] = {**last["content"][-1], "cache_control": {"type": "ephemeral"}}
+    else:
+        body = _as_responses(messages)
+    body["model"] = model
+    return json.loads(json.dumps(body))  # as a proxy parses it: no object shared with the next request
+
+
+def _grow(messages: list[dict[str, Any]], rng: random.Random, turn: int) -> list[dict[str, Any]]:
+    """One more tool round (what an agent sends next), sometimes with user text after it."""
+    calls = []
+    for n in range(rng.randint(1, 2)):
+        tool = rng.choice(("read_file", "Read", "exec"))
+        arguments: dict[str, Any] = {"file_path" if tool == "Read" else "path": rng.choice(("a.py", "b.py"))}
+        if rng.random() < 0.5:
+            arguments["limit"] = rng.choice((10, 100))
+        calls.append(
+            {"id": f"g{turn}_{n}", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
+        )
+    grown = [*messages, {"role": "assistant", "content": None, "tool_calls": calls}]
+    for call in calls:
+        grown.append({"role": "tool", "tool_call_id": call["id"], "content": "row\n" * rng.randint(1, 400)})
+    if rng.random() < 0.2:
+        grown.append({"role": "user", "content": "go on"})
+    return grown
+
+
+def _edit(messages: list[dict[str, Any]], rng: random.Random, turn: int) -> list[dict[str, Any]]:
+    """What a client may do to its history between two requests."""
+    edits = ["grow"] * 4 + ["text", "keys", "retype", "drop", "same"]
+    edit = rng.choice(edits)
+    old = rng.randrange(1, max(2, len(messages) - 2))
+    if edit == "grow" or old >= len(messages):
+        return _grow(messages, rng, turn)
+    edited = [dict(m) for m in messages]
+    target = edited[old]
+    if edit == "text" and isinstance(target.get("content"), str):
+        target["content"] += "!"
+    elif edit == "keys":
+        edited[old] = dict(reversed(list(target.items())))  # the same message, keys in another order
+    elif edit == "retype" and target.get("tool_calls"):
+        call = target["tool_calls"][0]
+        arguments = json.loads(call["function"]["arguments"])
+        if "limit" in arguments:
+            arguments["limit"] = float(arguments["limit"])  # 100 == 100.0: equal, but not the same request
+        else:
+            arguments["limit"] = True
+        function = {**call["function"], "arguments": json.dumps(arguments)}
+        target["tool_calls"] = [{**call, "function": function}, *target["tool_calls"][1:]]
+    elif edit == "drop" and len(edited) > 3:
+        edited.pop()
+    return _grow(edited, rng, turn) if rng.random() < 0.5 else edited
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FORMATS), st.randoms(use_true_random=False))
+def test_a_conversation_governs_as_if_each_request_came_alone(fmt: str, rng: random.Random) -> None:
+    """Request after request of a conversation the client grows and edits, every format, profile and
+    budget: governed with the memo, the same body and report as governed with none."""
+    options = {
+        "context_window_tokens": rng.choice((1_500, 3_000, 6_000, 1_000_000)),
+        "max_output_tokens": 100,
+        "safety_buffer_tokens": 50,
+        "keep_recent": rng.choice((0, 1, 3)),
+        "cache_stable": rng.random() < 0.7,
+        "compact_batch": rng.choice((None, 1, 3)),
+        "respect_cache_control": rng.random() < 0.7,
+    }
+    remembering = GovernanceConfig(**options, conversation_cache_size=SIZE)  # type: ignore[arg-type]
+    afresh = remembering.replace(conversation_cache_size=0)
+    model = rng.choice(_FUZZ_MODELS)
+    messages = fuzz_loop(rng)
+    for turn in range(rng.randint(2, 6)):
+        body = _shape(fmt, messages, model, rng)
+        governed = govern_request(json.loads(json.dumps(body)), config=remembering)
+        expected = govern_request(json.loads(json.dumps(body)), config=afresh)
+        assert json.dumps(governed.request, sort_keys=True, default=repr) == json.dumps(
+            expected.request, sort_keys=True, default=repr
+        )
+        assert governed.report == expected.report
+        messages = _edit(messages, rng, turn)
+
+
+def _bodies(session: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        "chat": {"model": "openai/gpt-4o", "messages": session, "tools": make_tools()},
+        "anthropic": {"model": "anthropic/claude-sonnet-4-5", "max_tokens": 4096, **to_claude_code(session)},
+        "responses": {"model": "openai/gpt-4o", **to_codex(session)},
+    }
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_next_request_counts_and_walks_only_what_it_added(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next request of an agent loop counts and walks its newest messages only: the rest it takes
+    from what the previous request left. With no memo, it counts and walks them all."""
+    session = make_session(160, seed=4)
+    grown = next_round(session, seed=4)
+    first, second = _bodies(session)[fmt], _bodies(grown)[fmt]
+    walked: list[int] = []
+
+    def spy(cls: type[Any], name: str, span: Any) -> None:
+        original = getattr(cls, name)
+
+        def counted(self: Any, *args: Any) -> Any:
+            start = self.end if hasattr(self, "end") else self.index
+            result = original(self, *args)
+            walked.append(span(self, args) - start)
+            return result
+
+        monkeypatch.setattr(cls, name, counted)
+
+    keyed: list[object] = []
+    key = TokenCounter._key
+    monkeypatch.setattr(TokenCounter, "_key", lambda self, message: keyed.append(message) or key(self, message))
+    spy(PairingWalk, "walk", lambda self, args: args[1])
+    spy(Catalogued, "_walk", lambda self, args: args[3])
+    spy(LayoutWalk, "walk", lambda self, args: self.index)
+
+    def second_request(size: int) -> tuple[int, int, int]:
+        config = GovernanceConfig(context_window_tokens=1_000_000, conversation_cache_size=size)
+        conversations(size).clear()
+        govern_request(json.loads(json.dumps(first)), config=config)
+        keyed.clear()
+        walked.clear()
+        govern_request(json.loads(json.dumps(second)), config=config)
+        return len(keyed), sum(walked), len(read_request(second, detect_format(second))[0].view)
+
+    counted, walks, history = second_request(SIZE)
+    assert 0 < counted < history / 10
+    assert 0 < walks < history / 3  # three walks (pairing, catalogue, units), each over the newest few
+    counted_afresh, walks_afresh, _ = second_request(0)
+    assert counted_afresh >= history * 0.9  # (those not counted are the same objects counted once)
+    assert walks_afresh >= 3 * history * 0.9  # each walk over the whole request
+
+
+def test_an_equal_value_of_another_type_is_not_taken_for_the_same() -> None:
+    """``100`` and ``100.0`` are equal in Python but not the same request (they count differently):
+    a history whose old call input changed type is counted afresh, not from the previous request."""
+    session = make_session(40, seed=5)
+    body = _bodies(session)["anthropic"]
+    calls = [b for m in body["messages"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    calls[0]["input"] = {**calls[0]["input"], "limit": 100}
+    retyped = json.loads(json.dumps(body))
+    retyped_calls = [
+        b for m in retyped["messages"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+    retyped_calls[0]["input"]["limit"] = 100.0
+    config = GovernanceConfig(context_window_tokens=1_000_000, conversation_cache_size=SIZE)
+    afresh = config.replace(conversation_cache_size=0)
+    assert retyped_calls[0]["input"] == calls[0]["input"]
+    first = govern_request(json.loads(json.dumps(body)), config=afresh).report.tokens_before
+    assert govern_request(json.loads(json.dumps(retyped)), config=afresh).report.tokens_before != first
+    conversations(SIZE).clear()
+    govern_request(json.loads(json.dumps(body)), config=config)
+    again = govern_request(json.loads(json.dumps(retyped)), config=config)
+    assert again.report == govern_request(json.loads(json.dumps(retyped)), config=afresh).report
+
+
+def test_at_most_size_messages_are_kept_and_none_with_zero() -> None:
+    """The store keeps the most recent conversations whose messages fit in its size, and nothing at 0."""
+    size = 70  # two of these conversations (30 messages each, 28 kept: all but the two newest)
+    conversations(size).clear()
+    for n, seed in enumerate((11, 12, 13)):
+        session = make_session(30, seed=seed)
+        session[1] = {**session[1], "content": f"task {n}"}  # another conversation
+        govern_request(_bodies(session)["chat"], config=GovernanceConfig(conversation_cache_size=size))
+        govern_request(_bodies(session)["chat"], config=GovernanceConfig(conversation_cache_size=0))
+    assert len(conversations(size)) == 2
+    assert conversations(size).messages == 56
+    assert len(conversations(0)) == 0
+    big = make_session(80, seed=14)
+    govern_request(_bodies(big)["chat"], config=GovernanceConfig(conversation_cache_size=size))
+    assert len(conversations(size)) == 2  # a conversation bigger than the store is not kept
+
+
+def test_the_size_is_checked() -> None:
+    with pytest.raises(ConfigError, match="conversation_cache_size"):
+        GovernanceConfig(conversation_cache_size=-1)
