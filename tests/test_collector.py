@@ -109,7 +109,9 @@ def test_the_hook_governs_with_the_collector_held_off(low_threshold: list[int]) 
     the pass); governed bare, the same request meets one every 50 objects it keeps alive."""
     from litellm.types.utils import CallTypes
 
-    hook = GovernanceHook(context_window_tokens=1_000_000)
+    # (no conversation store: each pass governs the request in full, rather than the store's reuse
+    # of the previous pass making it allocate less)
+    hook = GovernanceHook(context_window_tokens=1_000_000, conversation_cache_size=0)
     raw = json.dumps(agent_request())
     loop = asyncio.new_event_loop()
 
