@@ -19,9 +19,12 @@ with hysteresis instead (``cache_stable``).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import is_not
 
 from ._context import BRIDGE_CONTENT, Context, StepResult, is_turn
 from ._cut_turns import CutTurns, prefix_keys
@@ -71,6 +74,11 @@ class Layout:
         request of the conversation began this list (`Context.conversation`), its walk is resumed."""
         rules = (ctx.profile, ctx.allow_prefill)  # what else it reads (with the messages' tokens)
         shared = ctx.conversation(messages)
+        source = ctx.original  # the request as repaired, which `messages` may be a compaction of
+        if shared is None and source is not None and source is not messages and ctx.conversation(source) is not None:
+            stubbed = cls.of(source, ctx)._with_stubs(messages, source, ctx)  # type: ignore[arg-type]
+            if stubbed is not None:
+                return stubbed
         before = shared[1].get("layout") if shared is not None else None
         walk = None
         if isinstance(before, LayoutWalk) and before.rules == rules and before.index <= len(messages):
@@ -82,6 +90,24 @@ class Layout:
             ctx.keep("layout", kept)
         fixed = walk.fixed + ctx.tools_tokens + REPLY_PRIMING
         return cls(walk.units, walk.tokens, walk.is_user, walk.previous_user, fixed, walk.keep_from)
+
+    def _with_stubs(self, messages: list[Message], source: list[Message], ctx: Context) -> Layout | None:
+        """The layout of `messages`, where this is `source`'s and `messages` differs from `source`
+        only by results replaced (stubs): the same units, each costing what its messages now cost.
+        None where they differ otherwise (then `messages` is laid out anew)."""
+        if len(messages) != len(source):
+            return None
+        changed = list(compress(count(), map(is_not, messages, source)))
+        starts = [start for start, _ in self.units]
+        tokens = list(self.tokens)
+        for index in changed:
+            unit = bisect_right(starts, index) - 1
+            if unit < 0 or index >= self.units[unit][1]:
+                return None
+            if messages[index].get("role") != "tool" or source[index].get("role") != "tool":
+                return None
+            tokens[unit] += ctx.tokens(messages[index]) - ctx.tokens(source[index])
+        return Layout(self.units, tokens, self.is_user, self.previous_user, self.fixed, self.keep_from)
 
     def unit_index(self) -> dict[int, int]:
         """Message index -> index of the unit holding it (system messages are in none)."""

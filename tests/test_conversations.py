@@ -17,12 +17,14 @@ from bench.ab import _FUZZ_MODELS, _as_anthropic, _as_responses, fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import ConfigError, GovernanceConfig, govern_request
+from litellm_governance._calls import is_stub
 from litellm_governance._conversations import conversations
 from litellm_governance._microcompact import Catalogued
 from litellm_governance._pairing import PairingWalk
 from litellm_governance._request import detect_format, read_request
 from litellm_governance._snip import LayoutWalk
 from litellm_governance._tokens import TokenCounter
+from litellm_governance._trace import is_note
 
 FORMATS = ("chat", "anthropic", "responses")
 #: The store these tests use (a size of its own: `conversations(size)` is one store per size).
@@ -128,10 +130,15 @@ def _bodies(session: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }
 
 
+@pytest.mark.parametrize("window", [1_000_000, 16_384])
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_the_next_request_counts_and_walks_only_what_it_added(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_next_request_counts_and_walks_only_what_it_added(
+    fmt: str, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The next request of an agent loop counts and walks its newest messages only: the rest it takes
-    from what the previous request left. With no memo, it counts and walks them all."""
+    from what the previous request left. With no memo, it counts and walks them all. At a small
+    window (compaction, then snipping: no ``cache_stable``) too, where the units are those of the
+    compacted request: the request's own, with the stubs' tokens."""
     session = make_session(160, seed=4)
     grown = next_round(session, seed=4)
     first, second = _bodies(session)[fmt], _bodies(grown)[fmt]
@@ -148,7 +155,7 @@ def test_the_next_request_counts_and_walks_only_what_it_added(fmt: str, monkeypa
 
         monkeypatch.setattr(cls, name, counted)
 
-    keyed: list[object] = []
+    keyed: list[dict[str, Any]] = []
     key = TokenCounter._key
     monkeypatch.setattr(TokenCounter, "_key", lambda self, message: keyed.append(message) or key(self, message))
     spy(PairingWalk, "walk", lambda self, args: args[1])
@@ -156,13 +163,15 @@ def test_the_next_request_counts_and_walks_only_what_it_added(fmt: str, monkeypa
     spy(LayoutWalk, "walk", lambda self, args: self.index)
 
     def second_request(size: int) -> tuple[int, int, int]:
-        config = GovernanceConfig(context_window_tokens=1_000_000, conversation_cache_size=size)
+        config = GovernanceConfig(context_window_tokens=window, conversation_cache_size=size)
+        assert config.stable_for(window) == (window == 1_000_000)
         conversations(size).clear()
         govern_request(json.loads(json.dumps(first)), config=config)
         keyed.clear()
         walked.clear()
         govern_request(json.loads(json.dumps(second)), config=config)
-        return len(keyed), sum(walked), len(read_request(second, detect_format(second))[0].view)
+        theirs = [m for m in keyed if not is_stub(m.get("content")) and not is_note(m)]  # not the plugin's own
+        return len(theirs), sum(walked), len(read_request(second, detect_format(second))[0].view)
 
     counted, walks, history = second_request(SIZE)
     assert 0 < counted < history / 10
