@@ -5,7 +5,10 @@ A step is a callable ``step(messages, ctx) -> StepResult``:
 * `Context` is what the step may read — the request's inputs, frozen: the config, the provider's
   profile, the budget, the token counter, the per-attempt settings of shrinking — and a `Memo` of
   what was already computed for this request (token counts, tool-call pairing, the last
-  ``cache_control`` breakpoint), a cache that never changes what a step decides;
+  ``cache_control`` breakpoint), a cache that never changes what a step decides; through it, a step
+  walking the request as read resumes where the previous request of the conversation left its walk,
+  and keeps where this one stands for the next (`Context.conversation`, `Context.keep`,
+  `_conversations`): what it would compute again, so that too changes no decision;
 * `StepResult` is what the step did — the messages (the input list itself when nothing changed),
   the counts of what it did (the report's ``steps``), notes, and whether the request is still
   over budget — returned, never written into shared state. The pipeline adds the results up.

@@ -25,7 +25,9 @@ The order, and why:
    that snipping already reserved room for.
 
 Every step returns its input list itself when it changes nothing, so a second pass over
-governed messages (the proxy runs two hooks per request) is a few cheap scans.
+governed messages (the proxy runs two hooks per request) is a few cheap scans. And the next request
+of a conversation begins with the previous one: the counts and the steps' walks over those messages
+are taken from it (`_conversations`), and only what was added is counted and walked.
 """
 
 from __future__ import annotations
@@ -344,7 +346,7 @@ def _run_once(
         stable=config.stable_for(facts.max_input_tokens),
         summaries=summaries or {},
     )
-    # What the conversation's previous request counted and catalogued, where this one begins with it.
+    # What the conversation's previous request counted and walked, where this one begins with it.
     recall = conversations(config.conversation_cache_size).recall(outline, counter.encoding_name)
     seen = recall.seen if recall is not None else None
     if seen is not None:
