@@ -181,8 +181,10 @@ class Context:
                 memo.pairing = (messages, pair(messages))
             else:  # resumed where the previous request of the conversation left it, and kept for the next
                 before = shared[1].get("pairing")
-                fits = isinstance(before, PairingWalk) and before.end <= len(messages)
-                walk = before.copy() if isinstance(before, PairingWalk) and fits else PairingWalk()
+                if isinstance(before, PairingWalk) and before.end <= len(messages):
+                    walk = before.copy()
+                else:
+                    walk = PairingWalk()
                 if walk.end <= shared[0]:
                     walk.walk(messages, shared[0])
                     self.keep("pairing", walk.copy())
@@ -213,8 +215,7 @@ class Context:
                 memo.breakpoint = (messages, _last_breakpoint(messages, len(messages), 0, -1))
             else:  # the previous request of the conversation found the last one in the messages it kept
                 mark, walks = shared
-                before = walks.get("breakpoint")
-                end, found = before if isinstance(before, tuple) and before[0] <= mark else (0, -1)
+                end, found = stood(walks, "breakpoint", mark, (0, -1))
                 kept = _last_breakpoint(messages, mark, end, found)
                 self.keep("breakpoint", (mark, kept))
                 memo.breakpoint = (messages, _last_breakpoint(messages, len(messages), mark, kept))
@@ -287,11 +288,8 @@ class Context:
         if shared is None:
             return sum(self.tokens(m) for m in messages if is_instruction(m))
         mark, walks = shared
-        before = walks.get("instructions")
-        end, total = (0, 0)
-        if isinstance(before, tuple) and before[0] <= mark:
-            end, total = before
-        total += sum(self.tokens(m) for m in messages[end:mark] if is_instruction(m))
+        end, before = stood(walks, "instructions", mark, (0, 0))
+        total: int = before + sum(self.tokens(m) for m in messages[end:mark] if is_instruction(m))
         self.keep("instructions", (mark, total))
         return total + sum(self.tokens(m) for m in messages[mark:] if is_instruction(m))
 
@@ -330,6 +328,13 @@ class Context:
         )
         reasoning = 2 if profile.reasoning is not Reasoning.NONE and self.format == "chat" else 0
         return bridge, note, reasoning
+
+
+def stood(walks: Mapping[str, object], name: str, mark: int, start: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What the previous request kept under `name` for a walk that ends in a tuple — where it stood,
+    then what it found there — if it stood no later than `mark`; else `start` (nothing walked)."""
+    before = walks.get(name)
+    return before if isinstance(before, tuple) and len(before) == len(start) and before[0] <= mark else start
 
 
 def _last_breakpoint(messages: Sequence[Message], end: int, start: int, before: int) -> int:

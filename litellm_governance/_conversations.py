@@ -38,7 +38,10 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ._formats import Outline
 
 __all__ = ["Conversations", "Recall", "Seen", "conversations"]
 
@@ -58,17 +61,6 @@ _STRETCHES: Final = 16
 def _chain(digest: int, stretch: memoryview) -> int:
     """`digest` carried over the bytes of `stretch` (hashed where they lie: no copy)."""
     return hash((digest, stretch))
-
-
-class Source(Protocol):
-    """What an outline offers a conversation lookup (`_formats.Outline`)."""
-
-    @property
-    def format(self) -> str: ...
-
-    def source(self) -> tuple[list[Any], object] | None: ...
-
-    def prefix(self, items: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +98,7 @@ class Recall:
         blob: memoryview,
         *,
         history: list[Any],
-        outline: Source,
+        outline: Outline,
         seen: Seen | None,
     ) -> None:
         self._store, self._key, self._blob, self._extends = store, key, blob, seen
@@ -156,7 +148,7 @@ class Conversations:
             self._by_key.clear()
             self._messages = 0
 
-    def recall(self, outline: Source, encoding: str) -> Recall | None:
+    def recall(self, outline: Outline, encoding: str) -> Recall | None:
         """This request's conversation, or None where none can be told (nothing to key it by, or a
         value `marshal` cannot write: not a request body parsed from JSON)."""
         if self.size <= 0:

@@ -22,7 +22,7 @@ import re
 from collections import Counter, deque
 from typing import Any, Final
 
-from ._context import Context, StepResult
+from ._context import Context, StepResult, stood
 from ._messages import Message, call_id, tool_calls
 
 __all__ = ["UniqueToolCallIds", "nine_char_id"]
@@ -69,8 +69,7 @@ def _taken(messages: list[Message], ctx: Context) -> tuple[frozenset[str], int]:
         idents = _idents(messages, 0, len(messages))
         return frozenset(idents), len(idents)
     mark, walks = shared
-    before = walks.get("ids")
-    end, kept, count = before if isinstance(before, tuple) and before[0] <= mark else (0, frozenset(), 0)
+    end, kept, count = stood(walks, "ids", mark, (0, frozenset(), 0))
     upto = _idents(messages, end, mark)
     kept, count = kept.union(upto), count + len(upto)
     ctx.keep("ids", (mark, kept, count))
