@@ -10,7 +10,8 @@ says of a call, and the shortened texts it shows, keyed by a hash of the call or
 each), filled with calls shaped like `bench.sessions`' (edits, file writes, reads, searches, commands),
 each made unique, and the conversation store (``conversation_cache_size`` messages, default 32,768:
 each recent conversation's counts and steps' walks, `litellm_governance._conversations`), filled with
-400-message sessions as chat, Claude Code and Codex send them. A proxy's memory grows while these fill
+400-message sessions as chat, Claude Code and Codex send them: at a 1M window, and at a 32k one, where
+each request cuts and the store keeps the note's lines of the cut units too. A proxy's memory grows while these fill
 and stops there: `bench/load.py --rounds 3` shows it on a real proxy.
 
     python bench/memory.py --rounds 3
@@ -83,7 +84,7 @@ def fill_call_caches(entries: int, shapes: list[dict[str, str]]) -> None:
         _calls.call_info({"id": f"c{i}", "type": "function", "function": call})
 
 
-def conversation_bodies(size: int) -> list[str]:
+def conversation_bodies(size: int, config: GovernanceConfig) -> list[str]:
     """Enough distinct 400-message sessions to fill a conversation store of `size` messages, dressed
     as chat, Claude Code and Codex requests in turn, as JSON (made before tracing). Each is its own
     conversation (its first user message differs), and each was governed once with no store, so what
@@ -102,21 +103,23 @@ def conversation_bodies(size: int) -> list[str]:
     for i in range(size // 300 + 6):
         session = [base[0], {**base[1], "content": f"{base[1]['content']} (session {i})"}, *base[2:]]
         bodies.append(json.dumps(shapes[i % 3](session)))
-        govern_request(json.loads(bodies[-1]), config=CONVERSATION_CONFIG.replace(conversation_cache_size=0))
+        govern_request(json.loads(bodies[-1]), config=config.replace(conversation_cache_size=0))
     return bodies
 
 
+#: Conversations the window holds whole (counts and walks), and ones it cuts (the note's lines too).
 CONVERSATION_CONFIG = GovernanceConfig(context_window_tokens=1_000_000)
+CUT_CONFIG = GovernanceConfig(context_window_tokens=32_768)
 
 
-def fill_conversations(size: int, bodies: list[str]) -> object:
+def fill_conversations(size: int, bodies: list[str], config: GovernanceConfig) -> object:
     from litellm_governance import govern_request
     from litellm_governance._conversations import conversations
 
     store = conversations(size)
     store.clear()
     for body in bodies:
-        govern_request(json.loads(body), config=CONVERSATION_CONFIG.replace(conversation_cache_size=size))
+        govern_request(json.loads(body), config=config.replace(conversation_cache_size=size))
     return store
 
 
@@ -168,21 +171,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         ("call-name caches", f"2 x {call_entries:,}", traced(lambda: fill_call_caches(call_entries, shapes))),
     ]
-    bodies = conversation_bodies(conversation_messages)  # (after the rows above: it fills their caches too)
-    rows.append(
-        (
-            "conversations (messages kept)",
-            f"{conversation_messages:,}",
-            traced(lambda: fill_conversations(conversation_messages, bodies)),
+    from litellm_governance._conversations import conversations
+
+    stores = []
+    for label, config in (("whole at 1M", CONVERSATION_CONFIG), ("cut at 32k", CUT_CONFIG)):
+        bodies = conversation_bodies(conversation_messages, config)  # (after the rows above: it fills their caches too)
+        conversations(conversation_messages).clear()  # (the row before filled it)
+        stores.append(
+            (
+                f"conversations, {label} (messages kept)",
+                f"{conversation_messages:,}",
+                traced(lambda b=bodies, c=config: fill_conversations(conversation_messages, b, c)),  # type: ignore[misc]
+            )
         )
-    )
     tracemalloc.stop()
     print(f"# The plugin's caches when full (`python bench/memory.py{' --quick' if args.quick else ''}`)\n")
     print("| cache | entries | memory |")
     print("|---|---:|---:|")
-    for name, entries, mib in rows:
+    for name, entries, mib in rows + stores:
         print(f"| {name} | {entries} | {mib:.1f} MiB |")
-    print(f"| all | | {sum(mib for _, _, mib in rows):.1f} MiB |")
+    most = sum(mib for _, _, mib in rows) + max(mib for _, _, mib in stores)
+    print(f"| all (the larger conversation row) | | {most:.1f} MiB |")
     return 0
 
 

@@ -6,10 +6,11 @@ Kept per conversation, as plain values only: the tokens of each outline message,
 step's walk over the messages stood after them (by name, `Context.keep`: the tool-call pairing
 `_pairing.PairingWalk`, the call ids, the instructions' tokens, the last ``cache_control``
 breakpoint, the catalogue of results `_microcompact.Catalogued`, the units `_snip.LayoutWalk`, the
-stubs' sizes and savings `_stable.stub_sizes`). Never the previous request's messages: those hold
-the objects it went out with, which a callback running after the plugin may edit in place; and no
-text of a request beyond what the process keeps anyway (a call's shortened main argument, a stub's
-line; `tests/test_privacy.py`).
+stubs' sizes and savings `_stable.stub_sizes`, and where the window cuts, the note's lines for the
+cut units `_trace.TraceWalk`). Never the previous request's messages: those hold the objects it went
+out with, which a callback running after the plugin may edit in place; and no text of a request
+beyond what the process keeps anyway (a call's shortened main argument, a stub's line, what was said
+as `_calls.shorten` shortened it for a note; `tests/test_privacy.py`).
 
 A request reuses them only where it provably begins with the same messages, and only for the
 previous request's items but its `_TAIL` newest (a client may send those again edited: Claude Code
@@ -25,9 +26,9 @@ afresh.
 
 A conversation is found by its system prompt and first items (with the format and the encoding),
 a few candidates a key. What a conversation keeps grows with its messages (about 300
-bytes each, `python bench/memory.py`): a process keeps at most `GovernanceConfig.
-conversation_cache_size` messages' worth, forgetting the least recently used conversations first;
-0 keeps none.
+bytes each, 500 where the window cuts and the note's lines are kept too, `python bench/memory.py`):
+a process keeps at most `GovernanceConfig.conversation_cache_size` messages' worth, forgetting the
+least recently used conversations first; 0 keeps none.
 """
 
 from __future__ import annotations

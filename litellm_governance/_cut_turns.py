@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ._calls import calls_by_id
 from ._messages import Message, call_id, tool_calls
 from ._trace import Entry
 
-__all__ = ["CutTurns", "prefix_keys", "transcript"]
+__all__ = ["CutTurns", "KeyChain", "prefix_keys", "transcript"]
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,19 @@ class CutTurns:
     previous: str | None = None
 
 
-def prefix_keys(units: Sequence[Sequence[Entry]], messages: Sequence[Sequence[Message]]) -> list[str]:
+def prefix_keys(
+    units: Sequence[Sequence[Entry]],
+    messages: Sequence[Sequence[Message]],
+    *,
+    after: KeyChain | None = None,
+) -> KeyChain:
     """``keys[c]``: the key of cutting every unit before `c` — a digest of those units' note lines
     and call ids (which tell one conversation from another): a pure function of what is cut, and
-    the same for a conversation's cut point on every request. ``keys[0]`` is "" (nothing cut)."""
-    digest = hashlib.sha256(b"cut-turns-v2")
-    keys = [""]
+    the same for a conversation's cut point on every request. ``keys[0]`` is "" (nothing cut).
+    With `after` (the keys of the first units, as an earlier request of the conversation found them),
+    `units` and `messages` are those that follow them."""
+    digest = hashlib.sha256(b"cut-turns-v2") if after is None else after.digest.copy()
+    keys = [""] if after is None else list(after.keys)
     for entries, unit in zip(units, messages, strict=True):
         for entry in entries:
             digest.update(b"\x1f" + entry.text.encode("utf-8", "surrogatepass"))
@@ -45,7 +53,21 @@ def prefix_keys(units: Sequence[Sequence[Entry]], messages: Sequence[Sequence[Me
                 if ident is not None:
                     digest.update(b"\x1e" + ident.encode("utf-8", "surrogatepass"))
         keys.append(digest.copy().hexdigest()[:32])
-    return keys
+    return KeyChain(tuple(keys), digest)
+
+
+@dataclass(frozen=True)
+class KeyChain:
+    """The keys of cutting before each of a request's first units (`prefix_keys`), and the digest
+    after the last of them (to go on from; never updated in place)."""
+
+    keys: tuple[str, ...]
+    digest: Any
+
+    @property
+    def units(self) -> int:
+        """How many units the keys cover."""
+        return len(self.keys) - 1
 
 
 def transcript(messages: Sequence[Message], *, limit: int = 60_000, result_chars: int = 2_000) -> str:

@@ -34,6 +34,7 @@ from ._trace import (
     NOTE_SHARE,
     SUMMARY_START,
     TraceIndex,
+    TraceWalk,
     earlier_notes,
     is_note,
     may_hold_note,
@@ -292,7 +293,7 @@ class Snip:
 
         if cost(0, sum(layout.tokens)) <= room:
             return StepResult(messages)
-        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
+        trace = trace_index(messages, layout, ctx)
         cut = self._earliest_cut(layout, room, cost, trace, note_cap(ctx))
         tail = cost(cut, sum(layout.tokens[cut:]))
         allowance = min(note_cap(ctx), room - tail)
@@ -300,6 +301,7 @@ class Snip:
         counts: Counter[str] = Counter()
         out = assemble(messages, layout, cut, counts, note)
         over = tail + (ctx.tokens(note) if note is not None else 0) > room
+        keep_trace(trace, ctx)
         return StepResult(out, counts, over_budget=over, cut=cut_turns)
 
     @staticmethod
@@ -315,6 +317,30 @@ class Snip:
                 return cut
             tail -= layout.tokens[cut]
         return latest
+
+
+def trace_index(messages: list[Message], layout: Layout, ctx: Context) -> TraceIndex:
+    """The note's lines for the units of `messages` (read from the request as repaired, which
+    `messages` may be a compaction of): those the conversation's previous request read, taken from it."""
+    trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
+    shared = ctx.conversation(trace.source)
+    if shared is not None:
+        # The longer of the previous request's and the one an earlier shrinking attempt of this one kept.
+        walks = [ctx.memo.kept.get("trace"), shared[1].get("trace")]
+        longest = sorted((w for w in walks if isinstance(w, TraceWalk)), key=lambda w: -len(w.units))
+        any(trace.resume(walk) for walk in longest)
+    return trace
+
+
+def keep_trace(trace: TraceIndex, ctx: Context) -> None:
+    """Keep the lines `trace` read (`TraceIndex.walk`) for the conversation's next request, unless an
+    earlier shrinking attempt of this request kept more."""
+    shared = ctx.conversation(trace.source)
+    if shared is not None:
+        walk = trace.walk(shared[0])
+        kept = ctx.memo.kept.get("trace")
+        if walk is not None and not (isinstance(kept, TraceWalk) and len(kept.units) > len(walk.units)):
+            ctx.keep("trace", walk)
 
 
 def note_cap(ctx: Context) -> int:
@@ -344,10 +370,16 @@ def note_for(
     entries = trace.entries_before(cut, anchor)
     if not entries:
         return None, None
-    keys = prefix_keys(trace.entries[:cut], [messages[start:end] for start, end in layout.units[:cut]])
+    chain = trace.chain
+    if chain is None or chain.units < cut:
+        done = chain.units if chain is not None else 0
+        chain = trace.chain = prefix_keys(
+            trace.entries[done:cut], [messages[start:end] for start, end in layout.units[done:cut]], after=chain
+        )
+    keys = chain.keys
     # Not this cut point's own summary: written after the cut, using it would change the request
     # while the cut point stays (a rewrite the prompt cache pays for); the next cut point will.
-    covered = next((c for c in range(cut - 1, 0, -1) if keys[c] in ctx.summaries), 0)
+    covered = next((c for c in range(cut - 1, 0, -1) if keys[c] in ctx.summaries), 0) if ctx.summaries else 0
     summary = ctx.summaries[keys[covered]] if covered else None
     turns = trace.turns_before(cut, messages, layout.units)
     since = [unit for unit in range(covered, cut) if unit != anchor]

@@ -53,7 +53,7 @@ from ._calls import describe_size
 from ._context import Context, StepResult
 from ._messages import Message
 from ._microcompact import AGAIN, SUPERSEDED, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
-from ._snip import Layout, assemble, note_cap, note_for
+from ._snip import Layout, assemble, keep_trace, note_cap, note_for, trace_index
 from ._trace import TraceIndex
 
 __all__ = ["PRESSURE_KEEP_RECENT", "REUSE_PRICE", "StableShrink", "cut_back_level"]
@@ -115,7 +115,7 @@ class StableShrink:
         budget = ctx.budget
         room = budget - layout.fixed
         cost = layout.cost_function(messages, ctx)
-        trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
+        trace = trace_index(messages, layout, ctx)
         cap = note_cap(ctx)
         watermark = config.snip_watermark
         # What compacting each candidate saves, and the candidates each unit brings. A stub replaces
@@ -237,7 +237,7 @@ class StableShrink:
                 stale.discard(whole.popleft())  # cut off: no longer counts among the whole results
 
         tail_cost = cost(cut, tail)
-        return self._apply(
+        result = self._apply(
             messages,
             ctx,
             layout=layout,
@@ -250,6 +250,8 @@ class StableShrink:
             stubbed_stale=stubbed_stale,
             stubs=stubs,
         )
+        keep_trace(trace, ctx)
+        return result
 
     @staticmethod
     def _batched(candidates: list[Candidate], keep: int, batch: int, newest: frozenset[int]) -> set[int]:

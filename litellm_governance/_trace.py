@@ -38,6 +38,7 @@ __all__ = [
     "EarlierNotes",
     "Entry",
     "TraceIndex",
+    "TraceWalk",
     "earlier_notes",
     "is_note",
     "may_hold_note",
@@ -338,18 +339,24 @@ def render_note(
     total = sum(costs)
     folded: dict[str, int] = {}
     gone: set[int] = set()
-    fold_cost = 0
+    fold_cost = 0  # the fold line's tokens, worked out only once the lines alone fit: until then
+    counted = True  # the line, which costs at least nothing, cannot make them fit (a new text each time)
     # The oldest lines fold first — what the user said last of all (it is rare, and it may be an
     # instruction still in force).
     order = [i for i, (entry, _, _) in enumerate(lines) if entry.kind != "user"]
     order += [i for i, (entry, _, _) in enumerate(lines) if entry.kind == "user"]
     for i in order:
-        if total + fold_cost <= budget:
-            break
+        if total <= budget:
+            if not counted:
+                fold_cost, counted = counter.text(_fold_line(folded)) + _LINE_OVERHEAD, True
+            if total + fold_cost <= budget:
+                break
         entry, _, count = lines[i]
         folded[entry.label] = folded.get(entry.label, 0) + count
         total -= costs[i]
         gone.add(i)
+        counted = False
+    if not counted:
         fold_cost = counter.text(_fold_line(folded)) + _LINE_OVERHEAD
     if total + fold_cost > budget:
         return None
@@ -366,9 +373,30 @@ def _fold_line(folded: Mapping[str, int]) -> str:
     return f"(+{total} earlier: {parts})"
 
 
+@dataclass(frozen=True, slots=True)
+class TraceWalk:
+    """The note's lines for a request's first units and what the estimate made of them, kept for the
+    next request of the conversation (`_conversations`), which begins with those messages. The
+    lines hold only what the process keeps anyway: a call's description (`_calls`), a result's size,
+    what was said as `_calls.shorten` shortened and remembered it."""
+
+    #: The units' [start, end) message indexes.
+    units: tuple[tuple[int, int], ...]
+    #: Their lines (`unit_entries`).
+    entries: tuple[tuple[Entry, ...], ...]
+    #: The estimate's running total after each unit, and the calls it had seen after the last one.
+    totals: tuple[int, ...]
+    seen: frozenset[str]
+    #: The ids of the calls those lines name (a later call reusing one would rename it).
+    ids: frozenset[str]
+    #: The cut keys of the first units (`_cut_turns.KeyChain`), if any were worked out.
+    keys: Any = None
+
+
 class TraceIndex:
     """The note's lines per unit of a request (read on first need: most requests cut nothing), and
-    an estimate of the note's size for any cut."""
+    an estimate of the note's size for any cut. Those of the first units may come from the
+    conversation's previous request (`resume`, `walk`)."""
 
     def __init__(
         self,
@@ -383,44 +411,88 @@ class TraceIndex:
         #: Lines are read from `original` (the uncompacted messages at the same indexes).
         self._source = original if len(original) == len(messages) else messages
         self._units = units
-        self._entries: list[list[Entry] | None] = [None] * len(units)
+        self._entries: list[Sequence[Entry] | None] = [None] * len(units)
         self._calls: Mapping[str, CallInfo] | None = None
         self._results: dict[str, Message] = {}
+        self._result_at: dict[str, int] = {}
         self._seen: set[str] = set()
         self._estimate = 0
         self._done = 0
+        self._totals: list[int] = []  # the estimate's running total after each unit walked
+        self._kept: dict[int, int] = {}
+        self.resumed: TraceWalk | None = None
+        #: The cut keys worked out so far (`_cut_turns.KeyChain`), if any.
+        self.chain: Any = None
+
+    def resume(self, before: object) -> bool:
+        """Take the lines of the first units from `before`, a walk the conversation's previous request
+        kept over messages this request begins with (`walk`), where it holds: the same units, and no
+        call after them reusing an id its lines name. Whether it was taken."""
+        if not isinstance(before, TraceWalk) or self._done or self._calls is not None:
+            return False
+        stored = len(before.units)
+        if not stored or stored > len(self._units) or tuple(self._units[:stored]) != before.units:
+            return False
+        if not before.ids.isdisjoint(_named(self._source[before.units[-1][1] :])):
+            return False
+        self._entries[:stored] = before.entries
+        self._totals = list(before.totals)
+        self._done = stored
+        self._estimate = before.totals[-1]
+        self._seen = set(before.seen)
+        self.chain = before.keys
+        self.resumed = before
+        return True
+
+    @property
+    def source(self) -> Sequence[Message]:
+        """The messages the lines are read from."""
+        return self._source
 
     @property
     def entries(self) -> _Lines:
         """The lines of each unit (``entries[unit]``, ``entries[:cut]``)."""
         return _Lines(self)
 
-    def lines(self, unit: int) -> list[Entry]:
+    def lines(self, unit: int) -> Sequence[Entry]:
         """The note's lines for `unit`."""
         found = self._entries[unit]
         if found is None:
             if self._calls is None:
-                self._calls = self._calls_of(self._source)
-                for message in self._source:
-                    ident = message.get("tool_call_id") if message.get("role") == "tool" else None
-                    if isinstance(ident, str):
-                        self._results.setdefault(ident, message)
+                self._read_calls()
             start, end = self._units[unit]
             found = self._entries[unit] = unit_entries(
-                self._source, start, end, calls=self._calls, results=self._results
+                self._source,
+                start,
+                end,
+                calls=self._calls,  # type: ignore[arg-type]
+                results=self._results,
             )
         return found
+
+    def _read_calls(self) -> None:
+        self._calls = self._calls_of(self._source)
+        for index, message in enumerate(self._source):
+            ident = message.get("tool_call_id") if message.get("role") == "tool" else None
+            if isinstance(ident, str) and ident not in self._results:
+                self._results[ident] = message
+                self._result_at[ident] = index
 
     def _kept_cost(self, unit: int) -> int:
         """What the lines of a kept anchor `unit` cost that the note needs no new room for: the
         user's words (kept, not noted) and an earlier pass's note in it (already counted with the
         anchor; the new note repeats those lines in the room it frees)."""
-        lines = self.lines(unit)
-        return sum(self.counter.short(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" or e.carried)
+        found = self._kept.get(unit)
+        if found is None:
+            lines = self.lines(unit)
+            found = self._kept[unit] = sum(
+                self.counter.short(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" or e.carried
+            )
+        return found
 
     def estimate(self, cut: int, anchor: int) -> int:
         """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
-        kept. Cuts must be asked for in increasing order."""
+        kept."""
         while self._done < cut:
             for entry in self.lines(self._done):
                 if entry.key is not None and entry.key in self._seen:
@@ -429,11 +501,13 @@ class TraceIndex:
                 if entry.key is not None:
                     self._seen.add(entry.key)
                 self._estimate += self.counter.short(entry.text) + _LINE_OVERHEAD
+            self._totals.append(self._estimate)
             self._done += 1
-        if self._estimate == 0:
+        total = self._totals[cut - 1] if cut else 0
+        if total == 0:
             return 0
         kept = self._kept_cost(anchor) if 0 <= anchor < cut else 0
-        return self._estimate - kept + _FRAME_TOKENS
+        return total - kept + _FRAME_TOKENS
 
     def entries_before(self, cut: int, anchor: int) -> list[Entry]:
         """The lines of every unit before `cut`, oldest first: of the kept `anchor`, only those of the
@@ -451,6 +525,63 @@ class TraceIndex:
                 earlier = earlier_notes(message) if may_hold_note(message) else None
                 turns += earlier.turns if earlier is not None else 0
         return turns
+
+    def walk(self, mark: int) -> TraceWalk | None:
+        """What the next request of the conversation may take from this one: the lines of the first
+        units read here, up to the first that ends after message `mark` (the next request may not
+        share those) or whose lines could change with what follows — a call whose result is not
+        before `mark`, or whose id another call reuses. None where nothing is kept."""
+        before = self.resumed
+        units, entries = self._units, self._entries
+        stored = len(before.units) if before is not None else 0
+        count = stored
+        ids = set(before.ids) if before is not None else set()
+        seen = set(before.seen) if before is not None else set()
+        added: list[Sequence[Entry]] = []
+        while count < min(self._done, len(units)) and units[count][1] <= mark:
+            found = entries[count]
+            if found is None:
+                break
+            named = _named(self._source[slice(*units[count])])
+            if not ids.isdisjoint(named) or any(self._result_at.get(ident, mark) >= mark for ident in named):
+                break
+            ids.update(named)
+            seen.update(entry.key for entry in found if entry.key is not None)
+            added.append(found)
+            count += 1
+        if count == 0:
+            return None
+        if count > stored and not ids.isdisjoint(_named(self._source[units[count - 1][1] :])):
+            return before  # a later call reuses an id the new lines name
+        chain = self.chain if self.chain is not None and self.chain.units <= count else None
+        if count == stored and before is not None:
+            return before if chain is before.keys else _with_keys(before, chain)
+        return TraceWalk(
+            tuple(units[:count]),
+            (*(before.entries if before is not None else ()), *map(tuple, added)),
+            tuple(self._totals[:count]),
+            frozenset(seen),
+            frozenset(ids),
+            chain if chain is not None else (before.keys if before is not None else None),
+        )
+
+
+def _with_keys(walk: TraceWalk, keys: Any) -> TraceWalk:
+    if keys is None:
+        return walk
+    return TraceWalk(walk.units, walk.entries, walk.totals, walk.seen, walk.ids, keys)
+
+
+def _named(messages: Sequence[Message]) -> set[str]:
+    """The ids of the calls `messages` make."""
+    found: set[str] = set()
+    for message in messages:
+        if message.get("role") == "assistant":
+            for call in tool_calls(message):
+                ident = call_id(call)
+                if ident is not None:
+                    found.add(ident)
+    return found
 
 
 def render_summary(summary: str, covered: int, *, total: int | None = None) -> str:

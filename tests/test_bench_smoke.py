@@ -133,7 +133,7 @@ def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFix
 
     assert memory.main(["--quick"]) == 0
     out = capsys.readouterr().out
-    for cache in ("token cache", "per-result stores", "call-name caches", "| all |"):
+    for cache in ("token cache", "per-result stores", "call-name caches", "conversations, cut at 32k", "| all "):
         assert cache in out
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bench.ab import _FUZZ_MODELS, _as_anthropic, _as_responses, fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import ConfigError, GovernanceConfig, govern_request
+from litellm_governance import ConfigError, GovernanceConfig, GovernedRequest, _trace, govern_request
 from litellm_governance._calls import is_stub
 from litellm_governance._conversations import conversations
 from litellm_governance._microcompact import Catalogued
@@ -66,11 +66,30 @@ def _grow(messages: list[dict[str, Any]], rng: random.Random, turn: int) -> list
     return grown
 
 
+def _reuse_an_id(messages: list[dict[str, Any]], rng: random.Random, turn: int) -> list[dict[str, Any]]:
+    """One more tool round whose call takes the id of an earlier call (a later call with the same id
+    wins: the earlier results now name it), or a round answered only after the user spoke."""
+    grown = _grow(messages, rng, turn)
+    earlier = [call["id"] for m in messages for call in m.get("tool_calls") or ()]
+    round_ = next(i for i in range(len(grown) - 1, -1, -1) if grown[i].get("tool_calls"))
+    assistant = grown[round_]
+    if earlier and rng.random() < 0.7:
+        ident = rng.choice(earlier)
+        call = {**assistant["tool_calls"][0], "id": ident}
+        grown[round_] = {**assistant, "tool_calls": [call, *assistant["tool_calls"][1:]]}
+        grown[round_ + 1] = {**grown[round_ + 1], "tool_call_id": ident}
+    else:  # its results after a user message (scattered: what the pairing repairs)
+        grown.insert(round_ + 1, {"role": "user", "content": "also check b.py"})
+    return grown
+
+
 def _edit(messages: list[dict[str, Any]], rng: random.Random, turn: int) -> list[dict[str, Any]]:
     """What a client may do to its history between two requests."""
-    edits = ["grow"] * 4 + ["text", "keys", "retype", "drop", "same"]
+    edits = ["grow"] * 4 + ["text", "keys", "retype", "drop", "same", "reuse"]
     edit = rng.choice(edits)
     old = rng.randrange(1, max(2, len(messages) - 2))
+    if edit == "reuse":
+        return _reuse_an_id(messages, rng, turn)
     if edit == "grow" or old >= len(messages):
         return _grow(messages, rng, turn)
     edited = [dict(m) for m in messages]
@@ -179,6 +198,43 @@ def test_the_next_request_counts_and_walks_only_what_it_added(
     counted_afresh, walks_afresh, _ = second_request(0)
     assert counted_afresh >= history * 0.9  # (those not counted are the same objects counted once)
     assert walks_afresh >= 3 * history * 0.9  # each walk over the whole request
+
+
+@pytest.mark.parametrize("stable", [False, True])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_next_request_reads_the_note_lines_of_what_it_added_only(
+    fmt: str, stable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the window cuts, the next request of an agent loop reads the note's lines (what each cut
+    unit did) of its newest units only, with snipping and with ``cache_stable``'s replay alike: the
+    rest it takes from what the previous request read. With no memo, it reads those of every unit
+    it cuts, and the note is the same either way."""
+    session = make_session(160, seed=4)
+    grown = next_round(session, seed=4)
+    first, second = _bodies(session)[fmt], _bodies(grown)[fmt]
+    read: list[int] = []
+    lines = _trace.unit_entries
+
+    def counted(messages: Any, start: int, end: int, **kwargs: Any) -> Any:
+        read.append(end - start)
+        return lines(messages, start, end, **kwargs)
+
+    monkeypatch.setattr(_trace, "unit_entries", counted)
+
+    def second_request(size: int) -> tuple[int, GovernedRequest]:
+        config = GovernanceConfig(context_window_tokens=16_384, cache_stable=stable, conversation_cache_size=size)
+        conversations(size).clear()
+        govern_request(json.loads(json.dumps(first)), config=config)
+        read.clear()
+        governed = govern_request(json.loads(json.dumps(second)), config=config)
+        return sum(read), governed
+
+    remembered, governed = second_request(SIZE)
+    afresh, expected = second_request(0)
+    assert governed.report.steps.get("noted") or governed.report.steps.get("summarized")  # a note for cut turns
+    assert governed.request == expected.request
+    assert afresh >= governed.report.steps["snipped"]  # a line for every unit cut (and what it reads after)
+    assert remembered <= 12  # the newest round's messages and those the cut moved past
 
 
 def test_an_equal_value_of_another_type_is_not_taken_for_the_same() -> None:
