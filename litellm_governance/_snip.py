@@ -33,6 +33,7 @@ from ._tokens import REPLY_PRIMING
 from ._trace import (
     NOTE_SHARE,
     SUMMARY_START,
+    Noted,
     TraceIndex,
     TraceWalk,
     earlier_notes,
@@ -367,9 +368,20 @@ def note_for(
         anchored = messages[slice(*layout.units[anchor])]
         freed = sum(ctx.tokens(m) - ctx.tokens(without_notes(m)) for m in anchored if earlier_notes(m) is not None)
         allowance = min(note_cap(ctx), allowance + freed)
-    entries = trace.entries_before(cut, anchor)
-    if not entries:
+    # The note the conversation's previous request wrote for the same cut, anchor and room, where the
+    # lines of every unit before the cut are its (the note is a function of those alone, summaries aside).
+    noted = None if ctx.summaries else trace.noted(cut, anchor, allowance)
+    if noted is None:
+        entries = trace.entries_before(cut, anchor)
+        if not entries:
+            if not ctx.summaries:
+                trace.wrote(cut, anchor, allowance, None)
+            return None, None
+        turns = trace.turns_before(cut, messages, layout.units)
+    elif noted.turns < 0:  # no lines: no note, no cut turns
         return None, None
+    else:
+        turns = noted.turns
     chain = trace.chain
     if chain is None or chain.units < cut:
         done = chain.units if chain is not None else 0
@@ -381,7 +393,6 @@ def note_for(
     # while the cut point stays (a rewrite the prompt cache pays for); the next cut point will.
     covered = next((c for c in range(cut - 1, 0, -1) if keys[c] in ctx.summaries), 0) if ctx.summaries else 0
     summary = ctx.summaries[keys[covered]] if covered else None
-    turns = trace.turns_before(cut, messages, layout.units)
     since = [unit for unit in range(covered, cut) if unit != anchor]
     cut_turns = CutTurns(
         keys[cut],
@@ -391,13 +402,18 @@ def note_for(
     )
     if allowance <= 0:
         return None, cut_turns
-    text = None
-    if summary:
-        added = [entry for unit in since for entry in trace.entries[unit]]
-        covered_turns = trace.turns_before(covered, messages, layout.units)
-        text = render_note(added, turns, allowance - 4, ctx.counter, summary=(summary, covered_turns))
-    if text is None or ctx.counter.text(text) + 8 > allowance:  # no summary, or too long for the room
-        text = render_note(entries, turns, allowance - 4, ctx.counter)
+    if noted is not None:
+        text = noted.text
+    else:
+        text = None
+        if summary:
+            added = [entry for unit in since for entry in trace.entries[unit]]
+            covered_turns = trace.turns_before(covered, messages, layout.units)
+            text = render_note(added, turns, allowance - 4, ctx.counter, summary=(summary, covered_turns))
+        if text is None or ctx.counter.text(text) + 8 > allowance:  # no summary, or too long for the room
+            text = render_note(entries, turns, allowance - 4, ctx.counter)
+        if not ctx.summaries:
+            trace.wrote(cut, anchor, allowance, Noted(turns, text))
     if text is None:
         return None, cut_turns
     note: Message = {"role": "user", "content": text}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error, shorten
 from ._messages import Message, call_id, is_instruction, origin, tool_calls
@@ -53,6 +53,8 @@ NOTE_START: Final = "[Context note:"
 SUMMARY_START: Final = "[Context summary:"
 #: At most this share of the budget goes to the note; older lines fold into counts beyond it.
 NOTE_SHARE: Final = 0.10
+#: Notes a conversation keeps for its next request (`TraceWalk.notes`).
+_NOTES: Final = 4
 #: What the assistant or the user said is quoted up to this many characters.
 SAID_CHARS: Final = 160
 _HEADER: Final = (
@@ -391,6 +393,17 @@ class TraceWalk:
     ids: frozenset[str]
     #: The cut keys of the first units (`_cut_turns.KeyChain`), if any were worked out.
     keys: Any = None
+    #: The notes written for cuts among those units, by (cut, anchor, room), newest first (`Noted`;
+    #: at most `_NOTES`: the two shrinking attempts of a request may each write one).
+    notes: tuple[tuple[tuple[int, int, int], Noted], ...] = ()
+
+
+class Noted(NamedTuple):
+    """A note written for cut turns (`_snip.note_for`, no summaries): the turns it stands for (-1:
+    there were no lines, so no note) and its text (None: not even the counts fit)."""
+
+    turns: int
+    text: str | None
 
 
 class TraceIndex:
@@ -423,6 +436,8 @@ class TraceIndex:
         self.resumed: TraceWalk | None = None
         #: The cut keys worked out so far (`_cut_turns.KeyChain`), if any.
         self.chain: Any = None
+        #: The notes written: this request's, then those of the walk it resumed (`TraceWalk.notes`).
+        self._notes: list[tuple[tuple[int, int, int], Noted]] = []
 
     def resume(self, before: object) -> bool:
         """Take the lines of the first units from `before`, a walk the conversation's previous request
@@ -441,8 +456,21 @@ class TraceIndex:
         self._estimate = before.totals[-1]
         self._seen = set(before.seen)
         self.chain = before.keys
+        self._notes = list(before.notes)
         self.resumed = before
         return True
+
+    def noted(self, cut: int, anchor: int, room: int) -> Noted | None:
+        """The note the previous request wrote for the same `cut`, `anchor` and `room` (tokens), if
+        any: the same lines and turns, so the same note."""
+        key = (cut, anchor, room)
+        return next((note for at, note in self._notes if at == key), None)
+
+    def wrote(self, cut: int, anchor: int, room: int, note: Noted | None) -> None:
+        """Record the note written for `cut`, `anchor` and `room` (None: there were no lines)."""
+        key = (cut, anchor, room)
+        others = [(at, kept) for at, kept in self._notes if at != key]
+        self._notes = [(key, note if note is not None else Noted(-1, None)), *others][:_NOTES]
 
     @property
     def source(self) -> Sequence[Message]:
@@ -554,22 +582,23 @@ class TraceIndex:
         if count > stored and not ids.isdisjoint(_named(self._source[units[count - 1][1] :])):
             return before  # a later call reuses an id the new lines name
         chain = self.chain if self.chain is not None and self.chain.units <= count else None
+        if chain is None and before is not None:
+            chain = before.keys
+        # A note is kept where every unit before its cut is (it was written from their lines alone).
+        notes = tuple(found for found in self._notes if found[0][0] <= count)
         if count == stored and before is not None:
-            return before if chain is before.keys else _with_keys(before, chain)
+            if chain is before.keys and notes == before.notes:
+                return before
+            return TraceWalk(before.units, before.entries, before.totals, before.seen, before.ids, chain, notes)
         return TraceWalk(
             tuple(units[:count]),
             (*(before.entries if before is not None else ()), *map(tuple, added)),
             tuple(self._totals[:count]),
             frozenset(seen),
             frozenset(ids),
-            chain if chain is not None else (before.keys if before is not None else None),
+            chain,
+            notes,
         )
-
-
-def _with_keys(walk: TraceWalk, keys: Any) -> TraceWalk:
-    if keys is None:
-        return walk
-    return TraceWalk(walk.units, walk.entries, walk.totals, walk.seen, walk.ids, keys)
 
 
 def _named(messages: Sequence[Message]) -> set[str]:

@@ -237,6 +237,74 @@ def test_the_next_request_reads_the_note_lines_of_what_it_added_only(
     assert remembered <= 12  # the newest round's messages and those the cut moved past
 
 
+@pytest.mark.parametrize(("window", "stable"), [(16_384, False), (32_768, True), (131_072, True)])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_agent_loop_the_window_cuts_governs_as_if_each_request_came_alone(
+    fmt: str, window: int, stable: bool
+) -> None:
+    """Twelve requests of a long agent loop the window cuts, each one tool round longer: with the memo
+    (which reuses the previous request's note lines, and its note where the cut, the anchor and the
+    room are the same), the same body and report as with none."""
+    session = make_session(240 if window < 100_000 else 1_400, seed=6)
+    remembering = GovernanceConfig(context_window_tokens=window, cache_stable=stable, conversation_cache_size=SIZE)
+    afresh = remembering.replace(conversation_cache_size=0)
+    conversations(SIZE).clear()
+    noted = 0
+    for turn in range(12):
+        body = _bodies(session)[fmt]
+        governed = govern_request(json.loads(json.dumps(body)), config=remembering)
+        expected = govern_request(json.loads(json.dumps(body)), config=afresh)
+        assert governed.request == expected.request, f"request {turn}"
+        assert governed.report == expected.report
+        noted += bool(governed.report.steps.get("noted"))
+        session = next_round(session, seed=turn)
+    assert noted == 12  # every request cut turns and wrote a note for them
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_note_is_taken_from_the_previous_request_only_for_the_same_room(fmt: str) -> None:
+    """The same history asked for with less room for output each time (``max_tokens``): the cut stays
+    while the note's room shrinks, and the note folds more of its oldest lines. Governed with the memo,
+    each request gets the note its own room gives, as with none."""
+    session = make_session(400, seed=8)
+    remembering = GovernanceConfig(context_window_tokens=16_384, conversation_cache_size=SIZE)
+    afresh = remembering.replace(conversation_cache_size=0)
+    conversations(SIZE).clear()
+    bodies = set()
+    for output in range(2_000, 3_000, 25):
+        body = {**_bodies(session)[fmt], "max_tokens": output}
+        if fmt == "responses":
+            body["max_output_tokens"] = body.pop("max_tokens")
+        governed = govern_request(json.loads(json.dumps(body)), config=remembering)
+        expected = govern_request(json.loads(json.dumps(body)), config=afresh)
+        assert governed.request == expected.request, f"max_tokens {output}"
+        history = expected.request.get("messages", expected.request.get("input"))
+        bodies.add(json.dumps(history, sort_keys=True))
+    assert len(bodies) >= 4  # (the note changed with the room)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_new_call_reusing_a_cut_calls_id_renames_it_in_the_note(fmt: str) -> None:
+    """The next request's new call takes the id of a call the window cut (a later call with the same
+    id wins, as LiteLLM and the providers read it): the note's line for that cut call now names the
+    new one. Governed with the memo, which kept that line from the previous request, the request is
+    the same as governed with none."""
+    session = make_session(240, seed=6)
+    config = GovernanceConfig(context_window_tokens=16_384, conversation_cache_size=SIZE)
+    conversations(SIZE).clear()
+    govern_request(json.loads(json.dumps(_bodies(session)[fmt])), config=config)
+    grown = next_round(session, seed=0)
+    cut = session[2]["tool_calls"][0]["id"]
+    new = grown[len(session)]
+    grown[len(session)] = {**new, "tool_calls": [{**new["tool_calls"][0], "id": cut}]}
+    grown[len(session) + 1] = {**grown[len(session) + 1], "tool_call_id": cut}
+    body = _bodies(grown)[fmt]
+    governed = govern_request(json.loads(json.dumps(body)), config=config)
+    expected = govern_request(json.loads(json.dumps(body)), config=config.replace(conversation_cache_size=0))
+    assert governed.report.steps.get("noted")
+    assert governed.request == expected.request
+
+
 def test_an_equal_value_of_another_type_is_not_taken_for_the_same() -> None:
     """``100`` and ``100.0`` are equal in Python but not the same request (they count differently):
     a history whose old call input changed type is counted afresh, not from the previous request."""
