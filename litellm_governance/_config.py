@@ -130,7 +130,7 @@ class GovernanceConfig:
     #: Token counts remembered across requests (entries; each is a digest and an int).
     token_cache_size: int = 65_536
     #: Messages of recent conversations whose counts and steps' walks are remembered for their next
-    #: request, which begins with them (about 300 bytes a message, 500 where the window cuts and the
+    #: request, which begins with them (about 300 bytes a message, 530 where the window cuts and the
     #: note's lines are kept too; plain values and a digest, never their text; the least recently used
     #: conversations go first; 0 keeps none).
     conversation_cache_size: int = 32_768

@@ -54,7 +54,7 @@ SUMMARY_START: Final = "[Context summary:"
 #: At most this share of the budget goes to the note; older lines fold into counts beyond it.
 NOTE_SHARE: Final = 0.10
 #: Notes a conversation keeps for its next request (`TraceWalk.notes`).
-_NOTES: Final = 4
+_NOTES: Final = 2
 #: What the assistant or the user said is quoted up to this many characters.
 SAID_CHARS: Final = 160
 _HEADER: Final = (
