@@ -4,8 +4,9 @@ gives the same key on every request) and a plain-text transcript of the cut mess
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ._calls import calls_by_id
@@ -25,10 +26,15 @@ class CutTurns:
     key: str
     #: How many assistant turns are cut.
     turns: int
-    #: The cut messages a summary must add to `previous` (outline messages), oldest first.
-    messages: tuple[Message, ...]
+    #: Gives `messages` (read on first use: only a summary model needs them, and there are many).
+    read: Callable[[], tuple[Message, ...]] = field(repr=False, compare=False)
     #: The summary of an earlier cut point this one builds on, if any.
     previous: str | None = None
+
+    @cached_property
+    def messages(self) -> tuple[Message, ...]:
+        """The cut messages a summary must add to `previous` (outline messages), oldest first."""
+        return self.read()
 
 
 def prefix_keys(

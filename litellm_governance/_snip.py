@@ -19,9 +19,9 @@ with hysteresis instead (``cache_stable``).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import is_not
@@ -300,7 +300,7 @@ class Snip:
         allowance = min(note_cap(ctx), room - tail)
         note, cut_turns = note_for(messages, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
         counts: Counter[str] = Counter()
-        out = assemble(messages, layout, cut, counts, note)
+        out = assemble(messages, layout, cut, counts, note, trace=trace)
         over = tail + (ctx.tokens(note) if note is not None else 0) > room
         keep_trace(trace, ctx)
         return StepResult(out, counts, over_budget=over, cut=cut_turns)
@@ -328,8 +328,9 @@ def trace_index(messages: list[Message], layout: Layout, ctx: Context) -> TraceI
     if shared is not None:
         # The longer of the previous request's and the one an earlier shrinking attempt of this one kept.
         walks = [ctx.memo.kept.get("trace"), shared[1].get("trace")]
-        longest = sorted((w for w in walks if isinstance(w, TraceWalk)), key=lambda w: -len(w.units))
-        any(trace.resume(walk) for walk in longest)
+        for walk in sorted((w for w in walks if isinstance(w, TraceWalk)), key=lambda w: -len(w.units)):
+            if trace.resume(walk):
+                break
     return trace
 
 
@@ -393,11 +394,13 @@ def note_for(
     # while the cut point stays (a rewrite the prompt cache pays for); the next cut point will.
     covered = next((c for c in range(cut - 1, 0, -1) if keys[c] in ctx.summaries), 0) if ctx.summaries else 0
     summary = ctx.summaries[keys[covered]] if covered else None
-    since = [unit for unit in range(covered, cut) if unit != anchor]
+    units = layout.units
     cut_turns = CutTurns(
         keys[cut],
         turns,
-        tuple(m for unit in since for m in messages[slice(*layout.units[unit])] if not is_note(m)),
+        lambda: tuple(
+            m for unit in range(covered, cut) if unit != anchor for m in messages[slice(*units[unit])] if not is_note(m)
+        ),
         summary,
     )
     if allowance <= 0:
@@ -407,7 +410,7 @@ def note_for(
     else:
         text = None
         if summary:
-            added = [entry for unit in since for entry in trace.entries[unit]]
+            added = [entry for unit in range(covered, cut) if unit != anchor for entry in trace.entries[unit]]
             covered_turns = trace.turns_before(covered, messages, layout.units)
             text = render_note(added, turns, allowance - 4, ctx.counter, summary=(summary, covered_turns))
         if text is None or ctx.counter.text(text) + 8 > allowance:  # no summary, or too long for the room
@@ -421,13 +424,30 @@ def note_for(
 
 
 def assemble(
-    messages: list[Message], layout: Layout, cut: int, counts: Counter[str], note: Message | None = None
+    messages: list[Message],
+    layout: Layout,
+    cut: int,
+    counts: Counter[str],
+    note: Message | None = None,
+    *,
+    trace: TraceIndex | None = None,
 ) -> list[Message]:
     """System messages, the user message anchoring the kept history, the note for what was cut,
-    then everything from `cut`."""
+    then everything from `cut`. Where the instructions and the messages that may hold an earlier
+    pass's note are among the dropped ones is taken from `trace` (`TraceIndex.scanned`: resumed
+    from the conversation's previous request) when it reads these messages."""
     cut_start = layout.units[cut][0]
     anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
-    trace = [note] if note is not None else []
+    if trace is not None and len(trace.source) == len(messages):
+        instructions, holders = trace.scanned(cut_start)
+    else:
+        instructions = [i for i in range(cut_start) if is_instruction(messages[i])]
+        holders = [i for i in range(cut_start) if may_hold_note(messages[i])]
+
+    def among(indexes: Sequence[int], start: int, end: int) -> list[Message]:
+        return [messages[i] for i in indexes[bisect_left(indexes, start) : bisect_left(indexes, end)]]
+
+    added = [note] if note is not None else []
     # The anchor held an earlier pass's note (merged into the task): the new note carries it, and
     # without a new note (no room) it would no longer say what was cut.
     stripped = False
@@ -439,22 +459,26 @@ def assemble(
             stripped = True
         # System messages in the dropped spans are kept, in their order, before the history.
         result = (
-            [m for m in messages[:anchor_start] if is_instruction(m)]
+            among(instructions, 0, anchor_start)
             + anchored
-            + [m for m in messages[anchor_end:cut_start] if is_instruction(m)]
-            + trace
+            + among(instructions, anchor_end, cut_start)
+            + added
             + messages[cut_start:]
         )
     else:
-        result = [m for m in messages[:cut_start] if is_instruction(m)] + trace + messages[cut_start:]
+        result = among(instructions, 0, cut_start) + added + messages[cut_start:]
     if len(result) == len(messages) and note is None:
         return messages  # already the smallest tail (over budget): nothing to drop
     # The notes of an earlier pass among the dropped messages and in the anchor (`_trace.earlier_notes`):
     # the new note carries them forward, so it adds no note to the request; a note alone was no
     # client message.
-    dropped = messages[:anchor_start] + messages[anchor_end:cut_start] if anchor >= 0 else messages[:cut_start]
-    earlier = [found for m in dropped if may_hold_note(m) and (found := earlier_notes(m)) is not None]
-    counts["snipped"] += len(messages) + len(trace) - len(result) - sum(1 for e in earlier if e.own is None)
+    dropped = (
+        among(holders, 0, anchor_start) + among(holders, anchor_end, cut_start)
+        if anchor >= 0
+        else among(holders, 0, cut_start)
+    )
+    earlier = [found for m in dropped if (found := earlier_notes(m)) is not None]
+    counts["snipped"] += len(messages) + len(added) - len(result) - sum(1 for e in earlier if e.own is None)
     if note is not None and not earlier and not stripped:
         counts["summarized" if str(note.get("content", "")).startswith(SUMMARY_START) else "noted"] += 1
     return result

@@ -311,7 +311,7 @@ class StableShrink:
             note = None
             if trace is not None:
                 note, cut_turns = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
-            out = assemble(out, layout, cut, counts, note)
+            out = assemble(out, layout, cut, counts, note, trace=trace)
         return StepResult(
             out,
             counts,

@@ -23,6 +23,7 @@ results), so the note changes only when the cut point moves and the prompt cache
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -396,6 +397,9 @@ class TraceWalk:
     #: The notes written for cuts among those units, by (cut, anchor, room), newest first (`Noted`;
     #: at most `_NOTES`: the two shrinking attempts of a request may each write one).
     notes: tuple[tuple[tuple[int, int, int], Noted], ...] = ()
+    #: Of the first messages (how many), those that are instructions and those that may hold an
+    #: earlier pass's note, by index (`TraceIndex.scanned`).
+    scan: tuple[int, tuple[int, ...], tuple[int, ...]] = (0, (), ())
 
 
 class Noted(NamedTuple):
@@ -438,6 +442,7 @@ class TraceIndex:
         self.chain: Any = None
         #: The notes written: this request's, then those of the walk it resumed (`TraceWalk.notes`).
         self._notes: list[tuple[tuple[int, int, int], Noted]] = []
+        self._scan: tuple[int, Sequence[int], Sequence[int]] = (0, (), ())
 
     def resume(self, before: object) -> bool:
         """Take the lines of the first units from `before`, a walk the conversation's previous request
@@ -457,8 +462,25 @@ class TraceIndex:
         self._seen = set(before.seen)
         self.chain = before.keys
         self._notes = list(before.notes)
+        self._scan = before.scan
         self.resumed = before
         return True
+
+    def scanned(self, end: int) -> tuple[Sequence[int], Sequence[int]]:
+        """The indexes, among the first `end` messages read, of the instructions (`is_instruction`)
+        and of the messages that may hold an earlier pass's note (`may_hold_note`): what assembling a
+        cut request keeps and looks into among the dropped ones (`_snip.assemble`). Those of the
+        messages the previous request scanned are taken from it."""
+        scanned, instructions, holders = self._scan
+        if scanned < end:
+            source = self._source
+            instructions = [*instructions, *(i for i in range(scanned, end) if is_instruction(source[i]))]
+            holders = [*holders, *(i for i in range(scanned, end) if may_hold_note(source[i]))]
+            scanned = end
+            self._scan = (scanned, instructions, holders)
+        if scanned == end:
+            return instructions, holders
+        return instructions[: bisect_left(instructions, end)], holders[: bisect_left(holders, end)]
 
     def noted(self, cut: int, anchor: int, room: int) -> Noted | None:
         """The note the previous request wrote for the same `cut`, `anchor` and `room` (tokens), if
@@ -586,10 +608,11 @@ class TraceIndex:
             chain = before.keys
         # A note is kept where every unit before its cut is (it was written from their lines alone).
         notes = tuple(found for found in self._notes if found[0][0] <= count)
+        scan = self._kept_scan(units[count - 1][1])
         if count == stored and before is not None:
-            if chain is before.keys and notes == before.notes:
+            if chain is before.keys and notes == before.notes and scan is before.scan:
                 return before
-            return TraceWalk(before.units, before.entries, before.totals, before.seen, before.ids, chain, notes)
+            return TraceWalk(before.units, before.entries, before.totals, before.seen, before.ids, chain, notes, scan)
         return TraceWalk(
             tuple(units[:count]),
             (*(before.entries if before is not None else ()), *map(tuple, added)),
@@ -598,7 +621,20 @@ class TraceIndex:
             frozenset(ids),
             chain,
             notes,
+            scan,
         )
+
+    def _kept_scan(self, end: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        """`scanned` of at most the first `end` messages (those the next request shares), to keep."""
+        before = self.resumed.scan if self.resumed is not None else (0, (), ())
+        scanned, instructions, holders = self._scan
+        if scanned <= before[0] or before[0] >= end:
+            return before if before[0] <= end else (0, (), ())
+        if scanned > end:
+            instructions = instructions[: bisect_left(instructions, end)]
+            holders = holders[: bisect_left(holders, end)]
+            scanned = end
+        return scanned, tuple(instructions), tuple(holders)
 
 
 def _named(messages: Sequence[Message]) -> set[str]:

@@ -1119,6 +1119,22 @@ class TestSummaryInTheNotesPlace:
         again = govern_request(out.request, config=self.CONFIG)
         assert not again.report.changed
 
+    def test_the_cut_turns_are_the_messages_the_cut_removed(self) -> None:
+        """What a summary model is given: every message the cut removed, oldest first (the task it
+        kept in front aside), and after a summary only those cut since its cut point."""
+        (_, first), (rounds, second), *_ = self.cut_points()
+        history = self.loop(rounds)
+        out = self.governed(rounds)
+        assert out.cut is not None
+        assert out.report.steps["snipped"] == len(out.cut.messages) == 2 * out.cut.turns
+        assert [m.get("tool_call_id") for m in out.cut.messages[1::2]] == [f"c{i}" for i in range(out.cut.turns)]
+        assert out.cut.messages[0]["tool_calls"] == history[2]["tool_calls"]
+        rolled = self.governed(rounds, {first.key: "A summary."}).cut
+        assert rolled is not None and rolled.previous == "A summary."
+        assert [m.get("tool_call_id") for m in rolled.messages[1::2]] == [
+            f"c{i}" for i in range(first.turns, second.turns)
+        ]
+
     def test_a_cut_points_own_summary_waits_for_the_next_cut(self) -> None:
         """The summary written for this very cut point changes nothing until the cut moves."""
         (_, first), *_ = self.cut_points()

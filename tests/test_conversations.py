@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bench.ab import _FUZZ_MODELS, _as_anthropic, _as_responses, fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import ConfigError, GovernanceConfig, GovernedRequest, _trace, govern_request
+from litellm_governance import ConfigError, GovernanceConfig, GovernedRequest, _snip, _trace, govern_request
 from litellm_governance._calls import is_stub
 from litellm_governance._conversations import conversations
 from litellm_governance._microcompact import Catalogued
@@ -206,13 +206,15 @@ def test_the_next_request_reads_the_note_lines_of_what_it_added_only(
     fmt: str, stable: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where the window cuts, the next request of an agent loop reads the note's lines (what each cut
-    unit did) of its newest units only, with snipping and with ``cache_stable``'s replay alike: the
-    rest it takes from what the previous request read. With no memo, it reads those of every unit
-    it cuts, and the note is the same either way."""
+    unit did) of its newest units only, with snipping and with ``cache_stable``'s replay alike, and
+    looks for instructions among its newest messages only (what assembling the cut request keeps of
+    the dropped ones): the rest it takes from what the previous request read. With no memo, it reads
+    those of every unit it cuts and looks at every message it drops, and the request is the same either way."""
     session = make_session(160, seed=4)
     grown = next_round(session, seed=4)
     first, second = _bodies(session)[fmt], _bodies(grown)[fmt]
     read: list[int] = []
+    looked: list[int] = []
     lines = _trace.unit_entries
 
     def counted(messages: Any, start: int, end: int, **kwargs: Any) -> Any:
@@ -220,21 +222,27 @@ def test_the_next_request_reads_the_note_lines_of_what_it_added_only(
         return lines(messages, start, end, **kwargs)
 
     monkeypatch.setattr(_trace, "unit_entries", counted)
+    for module in (_trace, _snip):  # (the two modules that ask it on the way to a cut request)
+        asked = module.is_instruction
+        monkeypatch.setattr(module, "is_instruction", lambda m, asked=asked: looked.append(1) or asked(m))
 
-    def second_request(size: int) -> tuple[int, GovernedRequest]:
+    def second_request(size: int) -> tuple[int, int, GovernedRequest]:
         config = GovernanceConfig(context_window_tokens=16_384, cache_stable=stable, conversation_cache_size=size)
         conversations(size).clear()
         govern_request(json.loads(json.dumps(first)), config=config)
         read.clear()
+        looked.clear()
         governed = govern_request(json.loads(json.dumps(second)), config=config)
-        return sum(read), governed
+        return sum(read), len(looked), governed
 
-    remembered, governed = second_request(SIZE)
-    afresh, expected = second_request(0)
+    remembered, remembered_looks, governed = second_request(SIZE)
+    afresh, afresh_looks, expected = second_request(0)
     assert governed.report.steps.get("noted") or governed.report.steps.get("summarized")  # a note for cut turns
     assert governed.request == expected.request
     assert afresh >= governed.report.steps["snipped"]  # a line for every unit cut (and what it reads after)
     assert remembered <= 12  # the newest round's messages and those the cut moved past
+    assert afresh_looks >= governed.report.steps["snipped"]  # every message dropped
+    assert remembered_looks <= 12
 
 
 @pytest.mark.parametrize(("window", "stable"), [(16_384, False), (32_768, True), (131_072, True)])
