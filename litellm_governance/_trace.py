@@ -432,7 +432,8 @@ class TraceIndex:
         self._calls: Mapping[str, CallInfo] | None = None
         self._results: dict[str, Message] = {}
         self._result_at: dict[str, int] = {}
-        self._seen: set[str] = set()
+        self._seen: set[str] = set()  # the calls the estimate has seen (with those of the walk it resumed)
+        self._seen_before: frozenset[str] = frozenset()
         self._estimate = 0
         self._done = 0
         self._totals: list[int] = []  # the estimate's running total after each unit walked
@@ -459,7 +460,7 @@ class TraceIndex:
         self._totals = list(before.totals)
         self._done = stored
         self._estimate = before.totals[-1]
-        self._seen = set(before.seen)
+        self._seen_before = before.seen
         self.chain = before.keys
         self._notes = list(before.notes)
         self._scan = before.scan
@@ -545,7 +546,7 @@ class TraceIndex:
         kept."""
         while self._done < cut:
             for entry in self.lines(self._done):
-                if entry.key is not None and entry.key in self._seen:
+                if entry.key is not None and (entry.key in self._seen or entry.key in self._seen_before):
                     self._estimate += 3  # a repeat adds its count to an existing line
                     continue
                 if entry.key is not None:
@@ -584,19 +585,20 @@ class TraceIndex:
         before = self.resumed
         units, entries = self._units, self._entries
         stored = len(before.units) if before is not None else 0
+        known: frozenset[str] = before.ids if before is not None else frozenset()
         count = stored
-        ids = set(before.ids) if before is not None else set()
-        seen = set(before.seen) if before is not None else set()
+        ids: set[str] = set()  # those the lines of the units added name
         added: list[Sequence[Entry]] = []
         while count < min(self._done, len(units)) and units[count][1] <= mark:
             found = entries[count]
             if found is None:
                 break
             named = _named(self._source[slice(*units[count])])
-            if not ids.isdisjoint(named) or any(self._result_at.get(ident, mark) >= mark for ident in named):
+            if not (known.isdisjoint(named) and ids.isdisjoint(named)) or any(
+                self._result_at.get(ident, mark) >= mark for ident in named
+            ):
                 break
             ids.update(named)
-            seen.update(entry.key for entry in found if entry.key is not None)
             added.append(found)
             count += 1
         if count == 0:
@@ -613,12 +615,13 @@ class TraceIndex:
             if chain is before.keys and notes == before.notes and scan is before.scan:
                 return before
             return TraceWalk(before.units, before.entries, before.totals, before.seen, before.ids, chain, notes, scan)
+        seen = {entry.key for found in added for entry in found if entry.key is not None}
         return TraceWalk(
             tuple(units[:count]),
             (*(before.entries if before is not None else ()), *map(tuple, added)),
             tuple(self._totals[:count]),
-            frozenset(seen),
-            frozenset(ids),
+            (before.seen if before is not None else frozenset()) | seen,
+            known | ids,
             chain,
             notes,
             scan,
