@@ -434,7 +434,6 @@ class TraceIndex:
         self._result_at: dict[str, int] = {}
         self._seen: set[str] = set()  # the calls the estimate has seen (with those of the walk it resumed)
         self._seen_before: frozenset[str] = frozenset()
-        self._estimate = 0
         self._done = 0
         self._totals: list[int] = []  # the estimate's running total after each unit walked
         self._kept: dict[int, int] = {}
@@ -459,7 +458,6 @@ class TraceIndex:
         self._entries[:stored] = before.entries
         self._totals = list(before.totals)
         self._done = stored
-        self._estimate = before.totals[-1]
         self._seen_before = before.seen
         self.chain = before.keys
         self._notes = list(before.notes)
@@ -545,14 +543,15 @@ class TraceIndex:
         """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
         kept."""
         while self._done < cut:
+            running = self._totals[-1] if self._totals else 0
             for entry in self.lines(self._done):
                 if entry.key is not None and (entry.key in self._seen or entry.key in self._seen_before):
-                    self._estimate += 3  # a repeat adds its count to an existing line
+                    running += 3  # a repeat adds its count to an existing line
                     continue
                 if entry.key is not None:
                     self._seen.add(entry.key)
-                self._estimate += self.counter.short(entry.text) + _LINE_OVERHEAD
-            self._totals.append(self._estimate)
+                running += self.counter.short(entry.text) + _LINE_OVERHEAD
+            self._totals.append(running)
             self._done += 1
         total = self._totals[cut - 1] if cut else 0
         if total == 0:
