@@ -4,6 +4,7 @@ falls on both alike.
 
     python bench/ab.py --against f6b7324            # 400 messages, 1M window
     python bench/ab.py --against f6b7324 --messages 1600 --window 32768
+    python bench/ab.py --against f6b7324 --window 32768 --model zai/glm-4.6   # strict roles
 
 The earlier commit's package is taken with ``git archive`` into a temporary folder and imported
 under another name (``litellm_governance_before``); the workload and the tiktoken pass are those of
@@ -90,12 +91,13 @@ def caches(package: ModuleType, config: Any) -> Callable[[], None]:
     return clear
 
 
-def measures(packages: dict[str, ModuleType], n: int, window: int) -> dict[tuple[str, str], Any]:
+def measures(packages: dict[str, ModuleType], n: int, window: int, model: str) -> dict[tuple[str, str], Any]:
     found: dict[tuple[str, str], Any] = {}
     for fmt, make in formats.FORMATS.items():
         session = make_session(n, seed=0)
         body, after = make(session), make(next_round(session, seed=0))
-        found[(fmt, "pass")], _ = speed.tiktoken_pass(formats.MODEL, formats.strings(body))
+        body, after = {**body, "model": model}, {**after, "model": model}
+        found[(fmt, "pass")], _ = speed.tiktoken_pass(model, formats.strings(body))
         for name, package in packages.items():
             config = package.GovernanceConfig(context_window_tokens=window)
             cache = caches(package, config)
@@ -286,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=400)
     parser.add_argument("--window", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument(
+        "--model", default=formats.MODEL, help="the model the requests name (zai/glm-4.6: strict roles, notes merged)"
+    )
     parser.add_argument("--check", action="store_true", help="assert identical output instead of timing")
     parser.add_argument("--fuzz", type=int, default=0, metavar="N", help="with --check: N generated requests too")
     args = parser.parse_args(argv)
@@ -293,12 +298,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         packages = {"before": load_before(args.against, Path(tmp)), "after": litellm_governance}
         if args.check:
             return check(packages, args.messages) or (fuzz(packages, args.fuzz) if args.fuzz else 0)
-        timed = speed.interleave(measures(packages, args.messages, args.window), reps=args.reps)
+        timed = speed.interleave(measures(packages, args.messages, args.window, args.model), reps=args.reps)
     med = {key: statistics.median(values) for key, values in timed.items()}
     low = {key: min(values) for key, values in timed.items()}  # the least disturbed repetition
     print(
-        f"# `{args.against}` against the working tree: {args.messages} messages, {args.window:,}-token window, "
-        f"medians of {args.reps} interleaved\n"
+        f"# `{args.against}` against the working tree: {args.model}, {args.messages} messages, "
+        f"{args.window:,}-token window, medians of {args.reps} interleaved\n"
     )
     print(
         "| format | pass | cold before | cold after | warm before | warm after | cold / pass | warm / cold "

@@ -126,6 +126,61 @@ def _counter(encoding: Any) -> Callable[[str], int]:
     return lambda text: memoryview(into_buffer(text, none)).nbytes >> 2
 
 
+#: tiktoken's pre-tokenizer patterns (cl100k_base as tiktoken 0.7-0.9 and as 0.10+ write it;
+#: o200k_base) under which no piece holds a line break and the character after it, where that
+#: character is neither white space nor "/": a piece that reaches a line break is white space, or
+#: punctuation followed by line breaks (and slashes, in o200k_base), and none starts at a line break
+#: and goes on. tiktoken encodes each piece on its own, so a text whose every join is such a break
+#: has the sum of its parts' tokens (`TokenCounter.compose`; `tests/test_tokens.py` holds it on
+#: generated texts for each pattern). Another pattern (a later tiktoken's) is simply not trusted.
+_CLEAN_BREAK_PATTERNS: Final = frozenset(
+    "|".join(alternatives)
+    for alternatives in (
+        (  # cl100k_base, tiktoken 0.7-0.9
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)",
+            r"[^\r\n\p{L}\p{N}]?\p{L}+",
+            r"\p{N}{1,3}",
+            r" ?[^\s\p{L}\p{N}]+[\r\n]*",
+            r"\s*[\r\n]+",
+            r"\s+(?!\S)",
+            r"\s+",
+        ),
+        (  # cl100k_base, tiktoken 0.10 and later
+            r"'(?i:[sdmt]|ll|ve|re)",
+            r"[^\r\n\p{L}\p{N}]?+\p{L}++",
+            r"\p{N}{1,3}+",
+            r" ?[^\s\p{L}\p{N}]++[\r\n]*+",
+            r"\s++$",
+            r"\s*[\r\n]",
+            r"\s+(?!\S)",
+            r"\s",
+        ),
+        (  # o200k_base
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"\p{N}{1,3}",
+            r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+            r"\s*[\r\n]+",
+            r"\s+(?!\S)",
+            r"\s+",
+        ),
+    )
+)
+
+
+@cache
+def breaks_cleanly_in(encoding_name: str) -> bool:
+    """Whether the encoding's pattern is one of `_CLEAN_BREAK_PATTERNS`."""
+    return getattr(get_encoding(encoding_name), "_pat_str", None) in _CLEAN_BREAK_PATTERNS
+
+
+def _breaks_cleanly(before: str, after: str) -> bool:
+    """Whether `before` ends a line where `after` starts one with a character no piece joins to the
+    line break (see `_CLEAN_BREAK_PATTERNS`; ``isspace`` holds for every character of Unicode's
+    White_Space, which the patterns' ``\\s`` matches)."""
+    return before.endswith("\n") and bool(after) and not after[0].isspace() and after[0] != "/"
+
+
 #: A cache key: the hash of (encoding, length or kind, the content's hash) — an int, not the tuple,
 #: which would take three times the memory (`python bench/memory.py`).
 CacheKey = int
@@ -224,6 +279,24 @@ class TokenCounter:
             count = self.text(text) if len(text) >= _CACHED_TEXT else self._encode(text)
             self._cache.put(key, count)
         return count
+
+    def compose(self, parts: Sequence[str]) -> str:
+        """``"".join(parts)`` — a text the plugin builds on a request from pieces that come back on
+        the next (the note for cut turns from its lines; a turn merged with it) — with its tokens put
+        in the cache as the sum of the parts' (each through the cache: `short`), where that is exactly
+        what tokenizing the text gives (`_breaks_cleanly`). Counting the text then costs a lookup, not
+        a tokenization of a text that is new on every request the note changes."""
+        text = "".join(parts)
+        if (
+            len(parts) > 1
+            and _CACHED_TEXT <= len(text) < _CHUNK  # (`text` caches it; encodes it in one slice)
+            and all(_breaks_cleanly(parts[i - 1], parts[i]) for i in range(1, len(parts)))
+            and breaks_cleanly_in(self.encoding_name)
+        ):
+            key = self._text_key(text)
+            if self._cache.get(key) is None:
+                self._cache.put(key, sum(self.short(part) for part in parts))
+        return text
 
     def _encode(self, text: str) -> int:
         count = self._count

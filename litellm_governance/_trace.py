@@ -367,7 +367,9 @@ def render_note(
     body = ([f"- {_fold_line(folded)}"] if folded else []) + kept
     if not body:
         return header + "]" if summary is not None else None
-    return header + "\n" + "\n".join(body) + "]"
+    # header, then a line each, then the closing bracket: counted from its lines' counts (`compose`),
+    # which come back on the next request, where the note as a whole is new whenever its room moves.
+    return counter.compose([f"{header}\n", *(f"{line}\n" for line in body[:-1]), f"{body[-1]}]"])
 
 
 def _fold_line(folded: Mapping[str, int]) -> str:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bench.ab import _FUZZ_MODELS, _as_anthropic, _as_responses, fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import ConfigError, GovernanceConfig, GovernedRequest, _snip, _trace, govern_request
+from litellm_governance import ConfigError, GovernanceConfig, GovernedRequest, _pipeline, _snip, _trace, govern_request
 from litellm_governance._calls import is_stub
 from litellm_governance._conversations import conversations
 from litellm_governance._microcompact import Catalogued
@@ -243,6 +243,40 @@ def test_the_next_request_reads_the_note_lines_of_what_it_added_only(
     assert remembered <= 12  # the newest round's messages and those the cut moved past
     assert afresh_looks >= governed.report.steps["snipped"]  # every message dropped
     assert remembered_looks <= 12
+
+
+@pytest.mark.parametrize("model", ["zai/glm-4.6", "openai/gpt-4o"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_next_request_tokenizes_no_note_it_counted_the_lines_of(
+    fmt: str, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the window cuts and the note's room moves with every request (snipping, no
+    ``cache_stable``), the next request's note is new text, and so is the turn a strict provider's
+    role rules merge it into (GLM). Neither is tokenized whole: both are counted from their lines'
+    counts and the turn's (`TokenCounter.compose`), which the previous request left in the cache.
+    The request is the same as one whose texts are all tokenized."""
+    session = make_session(400, seed=0)
+    first = {**_bodies(session)[fmt], "model": model}
+    second = {**_bodies(next_round(session, seed=0))[fmt], "model": model}
+    encoded: list[str] = []
+    encode = TokenCounter._encode
+    monkeypatch.setattr(TokenCounter, "_encode", lambda self, text: encoded.append(text) or encode(self, text))
+    config = GovernanceConfig(context_window_tokens=32_768, cache_stable=False)
+    conversations(config.conversation_cache_size).clear()
+    govern_request(json.loads(json.dumps(first)), config=config)
+    encoded.clear()
+    governed = govern_request(json.loads(json.dumps(second)), config=config)
+    assert governed.report.steps.get("noted")
+    whole = [text for text in encoded if _trace.NOTE_START in text and "\n- " in text]
+    assert not whole, f"{len(whole)} texts holding the note and its lines tokenized whole"
+
+    monkeypatch.setattr(TokenCounter, "compose", lambda self, parts: "".join(parts))  # every text tokenized
+    conversations(config.conversation_cache_size).clear()
+    _pipeline.token_cache(config.token_cache_size).clear()
+    govern_request(json.loads(json.dumps(first)), config=config)
+    expected = govern_request(json.loads(json.dumps(second)), config=config)
+    assert json.dumps(governed.request) == json.dumps(expected.request)
+    assert governed.report == expected.report
 
 
 @pytest.mark.parametrize(("window", "stable"), [(16_384, False), (32_768, True), (131_072, True)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,93 @@ def test_counting_gives_encode_ordinarys_count(name: str, text: str) -> None:
     older = TokenCounter(name, TokenCache(0))
     older._count = _counter(_Before09(encoding))
     assert older._encode(text) == expected
+
+
+# Lines as the plugin joins them, and the characters around a line break that tokenizers treat
+# apart: white space of every kind (Unicode's and Python's), "/", punctuation, marks, digits, an
+# apostrophe, a lone surrogate, special tokens' text.
+_AROUND_BREAKS = st.sampled_from(
+    [
+        *"aZ09 -/\n\r\t'()[]*#.,:;_",
+        *("\u00a0", "\u2028", "\u3000", "\x85", "\x1c", "\u200b", "\u0301", "é", "\u2019", "—", "🙂", "\ud800"),
+        *("Ⅻ", "٣", "<|endoftext|>", "\n\n", " \n", "-\n", "/\n", ")\n", "\n- "),
+    ]
+)
+_PARTS = st.lists(
+    st.lists(st.one_of(_AROUND_BREAKS, st.text(max_size=8)), max_size=12).map("".join), min_size=1, max_size=6
+)
+
+
+@functools.cache
+def _encoding_with(pattern: str, ranks: str) -> Any:
+    """A tiktoken encoding of `ranks`' tokens that splits text with `pattern` (made once: it takes a while)."""
+    import tiktoken
+
+    base = get_encoding(ranks)
+    return tiktoken.Encoding(f"test-{ranks}", pat_str=pattern, mergeable_ranks=base._mergeable_ranks, special_tokens={})
+
+
+def _ending_lines(parts: list[str], ending: str) -> list[str]:
+    """`parts`, each but the last ending a line (the note's: ``"\n"``; a merged turn's: a blank line)."""
+    return [part + ending if i < len(parts) - 1 else part for i, part in enumerate(parts)]
+
+
+@pytest.mark.parametrize("ranks", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("pattern", sorted(_tokens._CLEAN_BREAK_PATTERNS))
+@settings(max_examples=300, deadline=None)
+@given(parts=_PARTS, ending=st.sampled_from(["\n", "\n\n", " \n", "x\n", "/\n", ".\n", "\r\n"]))
+def test_a_text_joined_at_clean_line_breaks_has_its_parts_tokens(
+    pattern: str, ranks: str, parts: list[str], ending: str
+) -> None:
+    """Under each pattern `compose` trusts, a text whose every join is a clean line break (the line
+    ends with a line break, the next starts with neither white space nor "/") has exactly the sum
+    of its parts' tokens, whatever else the parts hold."""
+    counter = TokenCounter("test", TokenCache(0))
+    counter._count = _counter(_encoding_with(pattern, ranks))
+    parts = _ending_lines(parts, ending)
+    if not all(_tokens._breaks_cleanly(parts[i - 1], parts[i]) for i in range(1, len(parts))):
+        return
+    assert counter._encode("".join(parts)) == sum(counter._encode(part) for part in parts)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@settings(max_examples=300, deadline=None)
+@given(parts=_PARTS, ending=st.sampled_from(["\n", "\n\n", " \n", "/\n", ""]), padding=st.integers(0, 300))
+def test_a_composed_text_counts_as_tokenized(name: str, parts: list[str], ending: str, padding: int) -> None:
+    """`compose` gives the joined text, and counting that text afterwards (a cache hit where its
+    breaks are clean) gives what tokenizing it gives — clean breaks or not."""
+    parts = _ending_lines([*parts[:-1], parts[-1] + "x" * padding], ending)  # (long enough to be cached)
+    cache = TokenCache(10_000)
+    counter = TokenCounter(name, cache)
+    text = counter.compose(parts)
+    assert text == "".join(parts)
+    assert counter.text(text) == len(get_encoding(name).encode_ordinary(text))
+
+
+def test_compose_caches_only_what_it_can_count_from_the_parts() -> None:
+    """A clean join is put in the cache (counting the text then tokenizes nothing); a join before
+    white space or "/", or one that ends no line, is not; nor is a text too short to be cached."""
+    line = "- Read(src/app.py) -> 120 lines" + "." * 260
+    for parts, cached in (
+        (["[header]\n", f"{line}\n", f"{line}]"], True),
+        (["[header]\n", f" {line}\n", f"{line}]"], False),
+        (["[header]\n", f"/{line}\n", f"{line}]"], False),
+        (["[header]", f"{line}\n", f"{line}]"], False),
+        (["[header]\n", "- a]"], False),
+    ):
+        counter = TokenCounter("o200k_base", TokenCache(10_000))
+        text = counter.compose(parts)
+        encoded = _spied(counter)
+        assert counter.text(text) == len(get_encoding("o200k_base").encode_ordinary(text))
+        assert (text not in encoded) is cached, parts
+
+
+def _spied(counter: TokenCounter) -> list[str]:
+    """The texts `counter` tokenizes from now on."""
+    encoded: list[str] = []
+    encode = counter._encode
+    counter._encode = lambda text: encoded.append(text) or encode(text)  # type: ignore[method-assign]
+    return encoded
 
 
 def test_the_rank_buffer_is_used_where_tiktoken_has_it() -> None:
