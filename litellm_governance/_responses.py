@@ -274,8 +274,10 @@ class ResponsesOutline:
                 while index < count and governed[index].get("role") == "tool":
                     outputs.append((governed[index].get("tool_call_id"), self._output(governed[index], call_types)))
                     index += 1
-                if unchanged and self._in_client_order([*run, *(item for _, item in outputs)]):
-                    out.extend(run)
+                if _answers_last_calls(run, outputs) or (
+                    unchanged and self._in_client_order([*run, *(item for _, item in outputs)])
+                ):
+                    out.extend(run)  # (both orders below agree where the outputs answer the run's last calls)
                     out.extend(item for _, item in outputs)
                 else:
                     placed, regrouped = _place_outputs(run, outputs)
@@ -335,6 +337,21 @@ def _call_types(calls: Any) -> dict[Any, Any]:
             if isinstance(native, Origin) and isinstance(native.native, (dict, Mapping)):
                 found[call.get("id")] = native.native.get("type")
     return found
+
+
+def _answers_last_calls(run: list[Any], outputs: list[tuple[Any, Any]]) -> bool:
+    """Whether every output answers a call of the run's last group of consecutive calls (Codex: a
+    reasoning item, then its calls): then `_place_outputs` puts them after the run in their order,
+    which is also the client's order when the run and its outputs are the client's, untouched."""
+    last: set[Any] = set()
+    position = len(run)
+    while position > 0:
+        item = run[position - 1]
+        if not (isinstance(item, (dict, Mapping)) and _is_call(item)):
+            break
+        last.add(item.get("call_id"))
+        position -= 1
+    return bool(last) and all(ident in last for ident, _ in outputs)
 
 
 def _place_outputs(run: list[Any], outputs: list[tuple[Any, Any]]) -> tuple[list[Any], bool]:

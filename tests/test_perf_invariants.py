@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bench.ab import fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import PROFILES, GovernanceConfig, _calls, _microcompact, govern_request
+from litellm_governance import PROFILES, GovernanceConfig, _calls, _microcompact, _responses, govern_request
 from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info, calls_by_id, is_stub, looks_like_error
 from litellm_governance._context import Context
@@ -29,7 +29,7 @@ from litellm_governance._responses import ResponsesOutline
 from litellm_governance._roles import _without_blank_parts
 from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint
 
-from .test_formats import PROPERTY, anthropic_conversations, text, tool_result, tool_use
+from .test_formats import PROPERTY, anthropic_conversations, responses_inputs, text, tool_result, tool_use
 
 WINDOWS = (1_000_000, 32_768)
 
@@ -293,6 +293,51 @@ def test_anthropic_render_shortcut_steps_aside_where_rendering_regroups(messages
     outline = AnthropicOutline(messages, "sys")
     assert outline.render(outline.view) == _slow_render(outline)
     assert outline.render(outline.view)["messages"] != messages  # the general path regrouped them
+
+
+@PROPERTY
+@given(items=responses_inputs(), data=st.data())
+def test_responses_render_of_runs_ending_with_their_calls_is_the_general_one(
+    items: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """A run whose outputs all answer its last calls is rendered with its outputs after it, without
+    placing them (`_responses._answers_last_calls`); that is what placing them gives, and the
+    client's order where they are the client's own, untouched: the same items, object for object,
+    and the same regrouping, whichever of a run's outputs a step replaced."""
+    for _ in range(data.draw(st.integers(0, 3))):  # an assistant message among a run's items
+        at = data.draw(st.integers(0, len(items)))
+        items = [*items[:at], {"type": "message", "role": "assistant", "content": [text("so")]}, *items[at:]]
+    outline = ResponsesOutline(items, "sys")
+    governed = [
+        {**m, "content": "[stub]"} if m.get("role") == "tool" and data.draw(st.booleans()) else m for m in outline.view
+    ]
+    for messages in (outline.view, governed):
+        fast = outline.render(messages)
+        fast_regrouped = outline._regrouped
+        general = _responses._answers_last_calls
+        _responses._answers_last_calls = lambda run, outputs: False  # type: ignore[assignment]
+        try:
+            slow = outline.render(messages)
+        finally:
+            _responses._answers_last_calls = general
+        assert fast == slow
+        sent = {id(item) for item in items}  # the client's own objects where the general path has them
+        assert [id(a) if id(a) in sent else None for a in fast["input"]] == [
+            id(b) if id(b) in sent else None for b in slow["input"]
+        ]
+        assert fast_regrouped == outline._regrouped
+
+
+def test_a_codex_run_is_rendered_with_its_outputs_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Codex's runs (reasoning, then a call) with their outputs stubbed go out as the run, then the
+    outputs: none is placed among the run's items."""
+    placed: list[int] = []
+    place = _responses._place_outputs
+    monkeypatch.setattr(_responses, "_place_outputs", lambda run, outputs: placed.append(1) or place(run, outputs))
+    body = _bodies(400)["responses"]
+    out = govern_request(body, config=GovernanceConfig(context_window_tokens=1_000_000))
+    assert out.report.steps.get("compacted")
+    assert not placed
 
 
 @pytest.mark.parametrize(
