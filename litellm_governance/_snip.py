@@ -311,7 +311,12 @@ class Snip:
         `cap` tokens (the newest unit when nothing fits; the note then gets what room is left)."""
         tail = sum(layout.tokens)
         latest = layout.latest_cut()
-        for cut in range(latest):
+        tokens = layout.tokens
+        first = 0
+        while first < latest and tail > room:  # what a cut keeps is at least its tail: none before fits
+            tail -= tokens[first]
+            first += 1
+        for cut in range(first, latest):
             anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
             note = min(cap, trace.estimate(cut, anchor)) if cut and cap else 0
             if cost(cut, tail) + note <= room:

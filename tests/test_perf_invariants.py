@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 from bench.ab import fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import PROFILES, GovernanceConfig, _calls, _microcompact, _responses, govern_request
+from litellm_governance import (
+    PROFILES,
+    GovernanceConfig,
+    _calls,
+    _microcompact,
+    _responses,
+    _trace,
+    govern_request,
+)
 from litellm_governance._anthropic import AnthropicOutline
 from litellm_governance._calls import call_info, calls_by_id, is_stub, looks_like_error
 from litellm_governance._context import Context
@@ -326,6 +334,22 @@ def test_responses_render_of_runs_ending_with_their_calls_is_the_general_one(
             id(b) if id(b) in sent else None for b in slow["input"]
         ]
         assert fast_regrouped == outline._regrouped
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "zai/glm-4.6"])
+def test_the_earliest_cut_estimates_the_note_only_where_the_rest_fits(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snipping looks for the earliest cut whose kept turns and note fit; a cut keeps at least its
+    tail, so the cuts before the first whose tail fits are passed over without estimating their
+    note (an estimate per cut unit before: 90-110 here). The request is the same either way."""
+    estimated: list[int] = []
+    estimate = _trace.TraceIndex.estimate
+    monkeypatch.setattr(_trace.TraceIndex, "estimate", lambda self, *a: estimated.append(1) or estimate(self, *a))
+    config = GovernanceConfig(context_window_tokens=32_768, cache_stable=False)
+    governed = govern_request({"model": model, "messages": make_session(400, seed=0)}, config=config)
+    assert governed.report.steps["snipped"] > 150
+    assert 0 < len(estimated) <= 20
 
 
 def test_a_codex_run_is_rendered_with_its_outputs_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
