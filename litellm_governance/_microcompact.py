@@ -48,7 +48,6 @@ __all__ = [
     "is_stub",
     "large_uncompactable",
     "newest_results",
-    "stub_sizes",
     "stub_text",
 ]
 
@@ -309,53 +308,8 @@ class Microcompact:
         ]
         if not chosen:
             return StepResult(messages, counts, large_uncompacted=found.large_uncompacted)
-        # Each stub as `compact` makes it, its size and tokens taken from `stub_sizes` (where the
-        # conversation's previous request worked them out, from what it kept): no result measured,
-        # no stub counted again.
-        sizes = stub_sizes(messages, candidates, ctx)
-        ordinals = {id(c): o for o, c in enumerate(candidates)}
         out = list(messages)
         for candidate in chosen:
-            message = messages[candidate.index]
-            size, saving = sizes[ordinals[id(candidate)]]
-            superseded = candidate.superseded_by is not None
-            stub = dict(message)
-            stub["content"] = stub_text(candidate.name, candidate.call, size, SUPERSEDED if superseded else AGAIN)
-            ctx.seed(stub, ctx.tokens(message) - saving)  # (what counting it gives)
-            out[candidate.index] = stub
-            counts["superseded" if superseded else "compacted"] += 1
+            out[candidate.index] = compact(messages[candidate.index], candidate)
+            counts["superseded" if candidate.superseded_by is not None else "compacted"] += 1
         return StepResult(out, counts, large_uncompacted=found.large_uncompacted)
-
-
-def stub_sizes(messages: list[Message], candidates: list[Candidate], ctx: Context) -> list[tuple[str, int]]:
-    """Each candidate's size as its stub shows it (`compact`), and the tokens its stub with its
-    default reason saves: the content's less the stub's (the stub's count is then the result's
-    less that: `Microcompact` and `StableShrink` seed it). Where the previous request of the
-    conversation began this list (`Context.conversation`), those of the results it kept are taken
-    from it when the result is still named by the same call, with the same reason."""
-    shared = ctx.conversation(messages)
-    before = shared[1].get("stubs") if shared is not None else None
-    known: dict[int, tuple[bool, str, object, str, int]] = before if isinstance(before, dict) else {}
-    counter = ctx.counter
-    out: list[tuple[str, int]] = []
-    for candidate in candidates:
-        superseded = candidate.superseded_by is not None
-        found = known.get(candidate.index)
-        if found is not None and found[0] == superseded and found[1] == candidate.name and found[2] == candidate.call:
-            out.append((found[3], found[4]))
-            continue
-        content = messages[candidate.index].get("content")
-        size = describe_size(content)
-        text = stub_text(candidate.name, candidate.call, size, SUPERSEDED if superseded else AGAIN)
-        out.append((size, counter.content(content) - counter.short(text)))
-    if shared is not None:
-        mark = shared[0]
-        ctx.keep(
-            "stubs",
-            {
-                c.index: (c.superseded_by is not None, c.name, c.call, size, saved)
-                for c, (size, saved) in zip(candidates, out, strict=True)
-                if c.index < mark
-            },
-        )
-    return out

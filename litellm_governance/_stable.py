@@ -49,19 +49,10 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 
+from ._calls import describe_size
 from ._context import Context, StepResult
 from ._messages import Message
-from ._microcompact import (
-    AGAIN,
-    SUPERSEDED,
-    Candidate,
-    Catalogue,
-    catalogue,
-    compact,
-    is_oversized,
-    stub_sizes,
-    stub_text,
-)
+from ._microcompact import AGAIN, SUPERSEDED, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
 from ._snip import Layout, assemble, keep_trace, note_cap, note_for, trace_index
 from ._trace import TraceIndex
 
@@ -329,3 +320,36 @@ class StableShrink:
             cut=cut_turns,
             saved=saved,
         )
+
+
+def stub_sizes(messages: list[Message], candidates: list[Candidate], ctx: Context) -> list[tuple[str, int]]:
+    """Each candidate's size as its stub shows it (`compact`), and the tokens its stub with its
+    default reason saves: the content's less the stub's. Where the previous request of the
+    conversation began this list (`Context.conversation`), those of the results it kept are taken
+    from it when the result is still named by the same call, with the same reason."""
+    shared = ctx.conversation(messages)
+    before = shared[1].get("stubs") if shared is not None else None
+    known: dict[int, tuple[bool, str, object, str, int]] = before if isinstance(before, dict) else {}
+    counter = ctx.counter
+    out: list[tuple[str, int]] = []
+    for candidate in candidates:
+        superseded = candidate.superseded_by is not None
+        found = known.get(candidate.index)
+        if found is not None and found[0] == superseded and found[1] == candidate.name and found[2] == candidate.call:
+            out.append((found[3], found[4]))
+            continue
+        content = messages[candidate.index].get("content")
+        size = describe_size(content)
+        text = stub_text(candidate.name, candidate.call, size, SUPERSEDED if superseded else AGAIN)
+        out.append((size, counter.content(content) - counter.short(text)))
+    if shared is not None:
+        mark = shared[0]
+        ctx.keep(
+            "stubs",
+            {
+                c.index: (c.superseded_by is not None, c.name, c.call, size, saved)
+                for c, (size, saved) in zip(candidates, out, strict=True)
+                if c.index < mark
+            },
+        )
+    return out

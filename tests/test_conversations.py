@@ -190,8 +190,6 @@ def test_the_next_request_counts_and_walks_only_what_it_added(
         walked.clear()
         govern_request(json.loads(json.dumps(second)), config=config)
         theirs = [m for m in keyed if not is_stub(m.get("content")) and not is_note(m)]  # not the plugin's own
-        if not config.stable_for(window):  # compaction's stubs: the result's count less what each saves
-            assert not [m for m in keyed if is_stub(m.get("content"))]  # (`stub_sizes`), never counted
         return len(theirs), sum(walked), len(read_request(second, detect_format(second))[0].view)
 
     counted, walks, history = second_request(SIZE)
