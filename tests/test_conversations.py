@@ -263,6 +263,7 @@ def test_the_next_request_tokenizes_no_note_it_counted_the_lines_of(
     monkeypatch.setattr(TokenCounter, "_encode", lambda self, text: encoded.append(text) or encode(self, text))
     config = GovernanceConfig(context_window_tokens=32_768, cache_stable=False)
     conversations(config.conversation_cache_size).clear()
+    _pipeline.token_cache(config.token_cache_size).clear()  # (no note text counted by an earlier test)
     govern_request(json.loads(json.dumps(first)), config=config)
     encoded.clear()
     governed = govern_request(json.loads(json.dumps(second)), config=config)
