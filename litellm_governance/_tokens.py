@@ -290,6 +290,7 @@ class TokenCounter:
         if (
             len(parts) > 1
             and _CACHED_TEXT <= len(text) < _CHUNK  # (`text` caches it; encodes it in one slice)
+            and self._cache.max_entries >= 2  # (a cache that holds nothing: counting the parts would be in vain)
             and all(_breaks_cleanly(parts[i - 1], parts[i]) for i in range(1, len(parts)))
             and breaks_cleanly_in(self.encoding_name)
         ):

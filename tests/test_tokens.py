@@ -229,6 +229,10 @@ def test_compose_caches_only_what_it_can_count_from_the_parts() -> None:
         encoded = _spied(counter)
         assert counter.text(text) == len(get_encoding("o200k_base").encode_ordinary(text))
         assert (text not in encoded) is cached, parts
+    off = TokenCounter("o200k_base", TokenCache(0))  # a cache that holds nothing: no part counted in vain
+    encoded = _spied(off)
+    off.compose(["[header]\n", f"{line}\n", f"{line}]"])
+    assert not encoded
 
 
 def _spied(counter: TokenCounter) -> list[str]:
