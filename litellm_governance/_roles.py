@@ -163,13 +163,11 @@ def _mergeable(previous: Message, current: Message) -> bool:
 
 def _merge(previous: Message, current: Message, ctx: Context) -> Message:
     merged: Message = {**previous, **current}
-    earlier, later = previous.get("content"), current.get("content")
-    if isinstance(earlier, str) and earlier and isinstance(later, str) and later:
-        # (`merge_content`'s blank line, the text counted from both texts' counts where it can be: a
-        # turn the note for cut turns is merged into is new whenever the note is)
-        merged["content"] = ctx.counter.compose((f"{earlier}\n\n", later))
-    else:
-        merged["content"] = merge_content(earlier, later, ctx.text_type)
+    # (two texts counted from both texts' counts where that is exact: a turn the note for cut turns is
+    # merged into is new whenever the note is)
+    merged["content"] = merge_content(
+        previous.get("content"), current.get("content"), ctx.text_type, join=ctx.counter.compose
+    )
     calls = tool_calls(previous) + tool_calls(current)
     if calls:
         merged["tool_calls"] = calls
