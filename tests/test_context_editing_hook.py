@@ -13,6 +13,7 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 from litellm_governance import GovernanceHook  # noqa: E402
+from litellm_governance._context_editing import CLEARED_TOOL_RESULT  # noqa: E402
 from litellm_governance._models import Deployment  # noqa: E402
 from litellm_governance.integration import context_editing  # noqa: E402
 from litellm_governance.testing import RecordingUpstream  # noqa: E402
@@ -143,9 +144,10 @@ class TestStreamed:
 
 
 @pytest.fixture
-def hooked() -> Iterator[RecordingUpstream]:
+def hooked(request: pytest.FixtureRequest) -> Iterator[RecordingUpstream]:
+    """An upstream, with ``GovernanceHook(**param)`` as LiteLLM's callback (default options)."""
     saved = list(litellm.callbacks)
-    litellm.callbacks = [GovernanceHook()]
+    litellm.callbacks = [GovernanceHook(**getattr(request, "param", {}))]
     try:
         with RecordingUpstream(reply="fine") as upstream:
             yield upstream
@@ -153,24 +155,46 @@ def hooked() -> Iterator[RecordingUpstream]:
         litellm.callbacks = saved
 
 
-def test_sdk_translated_call_applies_the_edits_and_answers_them(hooked: RecordingUpstream) -> None:
-    """``litellm.anthropic.messages.acreate`` to GLM with the hook: the edits are applied before
-    LiteLLM translates the call, and the answer reports them."""
-    response = asyncio.run(
+def _edited_call_to_glm(upstream: RecordingUpstream) -> Any:
+    """``litellm.anthropic.messages.acreate`` of a tool loop asking for `EDITS`, to GLM at `upstream`."""
+    return asyncio.run(
         litellm.anthropic.messages.acreate(
             model="zai/glm-4.6",
-            api_base=hooked.base_url,
+            api_base=upstream.base_url,
             api_key="x",
             max_tokens=100,
             messages=tool_loop(),
             context_management=EDITS,
         )
     )
+
+
+def test_sdk_translated_call_applies_the_edits_and_answers_them(hooked: RecordingUpstream) -> None:
+    """``litellm.anthropic.messages.acreate`` to GLM with the hook: the edits are applied before
+    LiteLLM translates the call, and the answer reports them."""
+    response = _edited_call_to_glm(hooked)
     body = hooked.requests[-1].body
     assert "context_management" not in body
     assert "OUT-0" not in json.dumps(body) and "OUT-2" in json.dumps(body)
     (applied,) = response["context_management"]["applied_edits"]
     assert applied["cleared_tool_uses"] == 2 and "warnings" not in applied
+
+
+@pytest.mark.parametrize("hooked", [{"enabled": False}], indirect=True)
+def test_a_hook_the_operator_turned_off_does_nothing(
+    hooked: RecordingUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``enabled: false`` makes the hook a no-op, as documented: the same call as above goes out with
+    its ``context_management`` left to LiteLLM (no tool result cleared by the plugin), and neither hook
+    so much as scans the history."""
+    from litellm_governance.integration import hook
+
+    scanned: list[object] = []
+    monkeypatch.setattr(hook, "scan_history", lambda history, fmt: scanned.append(history))
+    _edited_call_to_glm(hooked)
+    sent = json.dumps(hooked.requests[-1].body)
+    assert CLEARED_TOOL_RESULT not in sent and "OUT-2" in sent  # (LiteLLM 1.108 clears the others itself)
+    assert scanned == []
 
 
 class TestOneScanPerRequest:

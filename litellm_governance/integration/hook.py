@@ -72,7 +72,7 @@ class GovernanceHook(CustomLogger):
     ) -> dict[str, Any] | None:
         """Proxy, before routing: fit the request to its model group."""
         fmt = format_of(call_type)
-        if fmt is None:
+        if fmt is None or self._disabled():
             return None
         group = data.get("model")
         return await self._edit_then_govern(
@@ -87,7 +87,7 @@ class GovernanceHook(CustomLogger):
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
         fmt = format_of(call_type)
-        if fmt is None:
+        if fmt is None or self._disabled():
             return None
         translated = fmt != "chat" and translated_later(fmt, kwargs)
         return await self._edit_then_govern(
@@ -100,6 +100,15 @@ class GovernanceHook(CustomLogger):
             target_of=deployment_target,
             govern=not translated,
         )
+
+    def _disabled(self) -> bool:
+        """Whether the operator turned the hook off (``enabled: false``): then it is a no-op, decided
+        before the history is looked at — no scan, no context editing, no pass. A config that does
+        not load is not "off": the pass reports it on the request."""
+        try:
+            return not self.config.enabled
+        except ConfigError:
+            return False
 
     async def _edit_then_govern(
         self,
