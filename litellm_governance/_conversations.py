@@ -6,8 +6,9 @@ Kept per conversation, as plain values only: the tokens of each outline message,
 step's walk over the messages stood after them (by name, `Context.keep`: the tool-call pairing
 `_pairing.PairingWalk`, the call ids, the instructions' tokens, the last ``cache_control``
 breakpoint, the catalogue of results `_microcompact.Catalogued`, the units `_snip.LayoutWalk`, the
-stubs' sizes and savings `_stable.stub_sizes`, and where the window cuts, the note and its lines for the
-cut units `_trace.TraceWalk`). Never the previous request's messages: those hold the objects it went
+stubs' sizes and savings `_stable.stub_sizes`, how many first messages each role rule left as they
+were `_roles._RulesWalk`, and where the window cuts, the note and its lines for the cut units
+`_trace.TraceWalk`). Never the previous request's messages: those hold the objects it went
 out with, which a callback running after the plugin may edit in place; and no text of a request
 beyond what the process keeps anyway (a call's shortened main argument, a stub's line, what was said
 as `_calls.shorten` shortened it for a note; `tests/test_privacy.py`).

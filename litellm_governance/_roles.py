@@ -31,7 +31,10 @@ In order, each rule as the profile asks:
 from __future__ import annotations
 
 from collections import Counter
-from typing import Final
+from collections.abc import Callable
+from itertools import compress
+from operator import is_not
+from typing import Final, cast
 
 from ._context import BRIDGE_CONTENT, Context, StepResult, synthetic_user
 from ._messages import (
@@ -63,20 +66,92 @@ class EnforceRoles:
     def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
         profile = ctx.profile
         counts: Counter[str] = Counter()
-        out = _normalize_empty(messages, ctx, counts)
+        walk = _RulesWalk(messages, ctx)
+        out = walk.apply("empty", _normalize_empty, messages, counts)
         if profile.mid_system is not MidSystem.KEEP:
-            out = _mid_conversation_system(out, ctx, counts)
+            out = walk.apply("system", _mid_conversation_system, out, counts)
         if profile.merge_consecutive:
-            out = _merge_consecutive(out, ctx, counts)
+            out = walk.apply("merge", _merge_consecutive, out, counts)
         if ctx.drops_trailing_assistant():
             out = _drop_trailing_assistant(out, ctx, counts)
         if profile.first_must_be_user:
             out = _user_first(out, ctx, counts)
         if profile.assistant_after_tool:
-            out = _assistant_after_tool(out, ctx, counts)
+            out = walk.apply("bridge", _assistant_after_tool, out, counts)
         if profile.reasoning is not Reasoning.NONE and ctx.format == "chat":
-            out = _reasoning_content(out, ctx, counts)
+            out = walk.apply("reasoning", _reasoning_content, out, counts)
+        walk.keep()
         return StepResult(out, counts)
+
+
+Rule = Callable[[list[Message], Context, Counter[str], int], list[Message]]
+
+
+class _RulesWalk:
+    """Which first messages each rule may skip, from what the conversation's previous request kept.
+
+    A rule decides each message from it and the one before it (a mid-conversation system message: also
+    from where the first message that is not one stands, which the rule finds again each time). So
+    where a rule changed nothing in some first messages of what it was given, it changes nothing
+    there whatever comes after them. A request of a conversation keeps, for each rule, how many first
+    messages of the request as read (`Context.conversation`) the rule was given as they were and left
+    so; the next request's rule starts after as many of its own as are those messages again: the very
+    objects, or what the rules take for them (`_alike`).
+    """
+
+    __slots__ = ("_ctx", "_found", "_kept", "_messages", "_rules", "_starts", "_upto")
+
+    def __init__(self, messages: list[Message], ctx: Context) -> None:
+        self._ctx, self._messages = ctx, messages
+        self._rules = (ctx.profile, ctx.text_type, ctx.format)
+        self._starts: dict[str, int] = {}
+        self._kept: dict[str, int] = {}
+        self._found = found = ctx.memo.conversation
+        self._upto = 0  # how many first messages are those of the request as read (`_alike`)
+        if found is None:
+            return
+        original, mark, walks = cast("list[Message]", found[0]), found[1], found[2]
+        kept = walks.get("roles")
+        if isinstance(kept, tuple) and len(kept) == 3 and kept[0] <= mark and kept[1] == self._rules:
+            self._kept = dict(kept[2])
+        self._upto = mark if messages is original else _alike(messages, original, mark)
+
+    def apply(self, name: str, rule: Rule, given: list[Message], counts: Counter[str]) -> list[Message]:
+        """`rule` over `given` (what the rules before it made of the messages), skipping what it may."""
+        same = _same_start(given, self._messages, self._upto)
+        out = rule(given, self._ctx, counts, min(self._kept.get(name, 0), same))
+        self._starts[name] = _same_start(out, given, same)
+        return out
+
+    def keep(self) -> None:
+        """Keep each rule's start for the next request of the conversation."""
+        found = self._found
+        if found is not None and found[1] > 0:
+            self._ctx.keep("roles", (found[1], self._rules, tuple(self._starts.items())))
+
+
+def _alike(messages: list[Message], original: list[Message], upto: int) -> int:
+    """How many of the first `upto` messages of `messages` the rules take for those of `original` at the
+    same place: the very objects, or tool results both with content (compaction's stubs: what the rules
+    decide of a result is from its role and whether it has content only)."""
+    upto = min(upto, len(messages), len(original))
+    for index in compress(range(upto), map(is_not, messages[:upto], original[:upto])):
+        message, before = messages[index], original[index]
+        if not (
+            message.get("role") == "tool" == before.get("role")
+            and message.get("content") is not None
+            and before.get("content") is not None
+        ):
+            return index
+    return upto
+
+
+def _same_start(out: list[Message], messages: list[Message], upto: int) -> int:
+    """How many of the first `upto` messages of `messages` start `out` as the very objects."""
+    if out is messages:
+        return upto
+    upto = min(upto, len(out), len(messages))
+    return next(compress(range(upto), map(is_not, out[:upto], messages[:upto])), upto)
 
 
 def _without_blank_parts(content: object) -> object:
@@ -93,11 +168,12 @@ def _without_blank_parts(content: object) -> object:
     return content
 
 
-def _normalize_empty(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _normalize_empty(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
     strict_text = ctx.profile.no_empty_text
     out: list[Message] | None = None
     dropped_user: Message | None = None
-    for index, message in enumerate(messages):
+    for index in range(clean, len(messages)):
+        message = messages[index]
         role = message.get("role")
         content = message.get("content")
         replacement: Message | None = message
@@ -131,9 +207,11 @@ def _normalize_empty(messages: list[Message], ctx: Context, counts: Counter[str]
     return messages if out is None else out
 
 
-def _mid_conversation_system(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _mid_conversation_system(
+    messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0
+) -> list[Message]:
     first = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
-    mids = [i for i in range(first, len(messages)) if is_system(messages[i])]
+    mids = [i for i in range(max(first, clean), len(messages)) if is_system(messages[i])]
     if not mids:
         return messages
     if ctx.profile.mid_system is MidSystem.HOIST:
@@ -183,9 +261,9 @@ def _merge(previous: Message, current: Message, ctx: Context) -> Message:
     return merged
 
 
-def _merge_consecutive(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _merge_consecutive(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
     out: list[Message] | None = None
-    for index in range(1, len(messages)):
+    for index in range(max(1, clean), len(messages)):
         message = messages[index]
         previous = messages[index - 1] if out is None else out[-1]
         if _mergeable(previous, message):
@@ -236,9 +314,9 @@ def _user_first(messages: list[Message], ctx: Context, counts: Counter[str]) -> 
     return messages
 
 
-def _assistant_after_tool(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _assistant_after_tool(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
     out: list[Message] | None = None
-    for index in range(1, len(messages)):
+    for index in range(max(1, clean), len(messages)):
         if messages[index].get("role") == "user" and messages[index - 1].get("role") == "tool":
             if out is None:
                 out = messages[:index]
@@ -263,10 +341,11 @@ def _reasoning_text(message: Message) -> str:
     return " "
 
 
-def _reasoning_content(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _reasoning_content(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
     only_calls = ctx.profile.reasoning is Reasoning.TOOL_CALLS
     out: list[Message] | None = None
-    for index, message in enumerate(messages):
+    for index in range(clean, len(messages)):
+        message = messages[index]
         replacement = message
         if message.get("role") == "assistant" and (not only_calls or message.get("tool_calls")):
             existing = message.get("reasoning_content")

@@ -16,11 +16,21 @@ from hypothesis import strategies as st
 from bench.ab import _FUZZ_MODELS, _as_anthropic, _as_responses, fuzz_loop
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import ConfigError, GovernanceConfig, GovernedRequest, _pipeline, _snip, _trace, govern_request
+from litellm_governance import (
+    ConfigError,
+    GovernanceConfig,
+    GovernedRequest,
+    _pipeline,
+    _roles,
+    _snip,
+    _trace,
+    govern_request,
+)
 from litellm_governance._calls import is_stub
 from litellm_governance._conversations import conversations
 from litellm_governance._microcompact import Catalogued
 from litellm_governance._pairing import PairingWalk
+from litellm_governance._profiles import PROFILES
 from litellm_governance._request import detect_format, read_request
 from litellm_governance._snip import LayoutWalk
 from litellm_governance._tokens import TokenCounter
@@ -278,6 +288,112 @@ def test_the_next_request_tokenizes_no_note_it_counted_the_lines_of(
     expected = govern_request(json.loads(json.dumps(second)), config=config)
     assert json.dumps(governed.request) == json.dumps(expected.request)
     assert governed.report == expected.report
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4-5", "zai/glm-4.6"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_next_request_applies_the_role_rules_to_what_it_added_only(
+    fmt: str, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where nothing is cut, the next request of an agent loop applies the provider's role rules to its
+    newest messages only (the previous request kept how many first messages the rules left as they
+    were); with no memo, to all of them. The same body and report either way."""
+    session = make_session(160, seed=4)
+    first = {**_bodies(session)[fmt], "model": model}
+    second = {**_bodies(next_round(session, seed=4))[fmt], "model": model}
+    looked: list[int] = []  # the messages the first rule looked at, per request
+    normalize = _roles._normalize_empty
+
+    def counted(messages: list[Any], ctx: Any, counts: Any, clean: int = 0) -> Any:
+        looked.append(len(messages) - clean)
+        return normalize(messages, ctx, counts, clean)
+
+    monkeypatch.setattr(_roles, "_normalize_empty", counted)
+
+    def second_request(size: int) -> tuple[int, GovernedRequest]:
+        config = GovernanceConfig(context_window_tokens=1_000_000, conversation_cache_size=size)
+        conversations(size).clear()
+        govern_request(json.loads(json.dumps(first)), config=config)
+        looked.clear()
+        governed = govern_request(json.loads(json.dumps(second)), config=config)
+        (count,) = looked
+        return count, governed
+
+    looked_at, governed = second_request(SIZE)
+    looked_afresh, expected = second_request(0)
+    assert governed.request == expected.request and governed.report == expected.report
+    assert 0 < looked_at < looked_afresh / 10
+
+
+def _rule_breaks(rng: random.Random, turn: int) -> list[dict[str, Any]]:
+    """Messages one of the role rules changes (`_roles`), of a kind drawn at random."""
+    kind = rng.choice(("system", "empty", "null", "blank", "users", "assistant"))
+    if kind == "system":  # mid-conversation: converted or hoisted
+        return [{"role": rng.choice(("system", "developer")), "content": f"Note {turn}."}]
+    if kind == "empty":  # an assistant message with nothing in it: dropped
+        return [{"role": "assistant", "content": None}]
+    if kind == "null":  # filled, or dropped where empty text is refused
+        return [{"role": "user", "content": None}]
+    if kind == "blank":  # a blank part, dropped where empty text is refused
+        return [{"role": "user", "content": [{"type": "text", "text": "  "}, {"type": "text", "text": "go"}]}]
+    if kind == "users":  # merged
+        return [{"role": "user", "content": "and"}, {"role": "user", "content": "then"}]
+    return [{"role": "assistant", "content": "Let me look."}]  # merged with the calls after it
+
+
+def _break_rules(messages: list[dict[str, Any]], rng: random.Random, turn: int) -> list[dict[str, Any]]:
+    """`messages` with `_rule_breaks` before one of its rounds (older or newest) or at the end; after
+    results, a user message is what Mistral's and Bedrock's rule bridges."""
+    rounds = [i for i, m in enumerate(messages) if m.get("tool_calls")]
+    at = rng.choice(rounds) if rounds and rng.random() < 0.8 else len(messages)
+    return [*messages[:at], *_rule_breaks(rng, turn), *messages[at:]]
+
+
+def test_the_role_rules_take_a_stub_for_the_result_it_stands_for_and_nothing_else() -> None:
+    """What the rules decide of a message is from its role and content; of a tool result, from whether
+    it has content only. So a result compaction stubbed is one the rules skip where they skipped the
+    result, and any other message they skip must be the very object."""
+    result = {"role": "tool", "tool_call_id": "c1", "content": "x" * 900}
+    stub = {**result, "content": "[read_file a.py: 900 characters, compacted]"}
+    said = {"role": "assistant", "content": "Done."}
+    original = [{"role": "user", "content": "Go."}, result, said, result]
+    assert _roles._alike([original[0], stub, said, stub], original, 4) == 4
+    assert _roles._alike([original[0], stub, {**said}, stub], original, 4) == 2  # an equal copy: not the same
+    assert _roles._alike([original[0], {**result, "content": None}, said], original, 3) == 1
+    assert _roles._alike([original[0], said, said], original, 3) == 1
+    assert _roles._alike(original[:2], original, 4) == 2
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(PROFILES)), st.randoms(use_true_random=False))
+def test_the_role_rules_govern_a_conversation_as_if_each_request_came_alone(profile: str, rng: random.Random) -> None:
+    """Chat requests of a conversation holding messages each role rule changes, old and new ones, under
+    every profile: with the memo (the rules skip the first messages they left as they were in the
+    previous request), the same body and report as governed with none."""
+    options = {
+        "context_window_tokens": rng.choice((3_000, 1_000_000, 1_000_000)),
+        "max_output_tokens": 100,
+        "safety_buffer_tokens": 50,
+        "cache_stable": rng.random() < 0.5,
+        "respect_cache_control": rng.random() < 0.7,
+        "profile": profile,
+    }
+    remembering = GovernanceConfig(**options, conversation_cache_size=SIZE)  # type: ignore[arg-type]
+    afresh = remembering.replace(conversation_cache_size=0)
+    messages = fuzz_loop(rng)
+    if rng.random() < 0.5:  # (reasoning kept: what DeepSeek's and Kimi's rule fills is there)
+        messages = [{**m, "reasoning_content": "Hmm."} if m["role"] == "assistant" else m for m in messages]
+    for turn in range(rng.randint(2, 6)):
+        if rng.random() < 0.6:
+            messages = _break_rules(messages, rng, turn)
+        body = json.dumps({"model": rng.choice(_FUZZ_MODELS[:1]), "messages": messages, "max_tokens": 100})
+        governed = govern_request(json.loads(body), config=remembering)
+        expected = govern_request(json.loads(body), config=afresh)
+        assert json.dumps(governed.request, sort_keys=True, default=repr) == json.dumps(
+            expected.request, sort_keys=True, default=repr
+        )
+        assert governed.report == expected.report
+        messages = _edit(messages, rng, turn)
 
 
 @pytest.mark.parametrize(("window", "stable"), [(16_384, False), (32_768, True), (131_072, True)])
