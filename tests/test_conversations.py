@@ -364,29 +364,52 @@ def test_the_role_rules_take_a_stub_for_the_result_it_stands_for_and_nothing_els
     assert _roles._alike(original[:2], original, 4) == 2
 
 
+def test_what_the_rules_left_alone_under_one_profile_is_looked_at_again_under_another() -> None:
+    """A conversation whose next request goes to a provider with stricter rules (a fallback): a blank
+    part the permissive profile kept in an old message is dropped under the strict one, as afresh."""
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": [{"type": "text", "text": "  "}, {"type": "text", "text": "Fix it."}]},
+        *fuzz_loop(random.Random(3))[2:],
+    ]
+    grown = _grow(messages, random.Random(4), 0)
+    for profile, history in (("permissive", messages), ("strict", grown)):
+        config = GovernanceConfig(profile=profile, context_window_tokens=1_000_000, conversation_cache_size=SIZE)
+        body = json.dumps({"model": "openai/gpt-4o", "messages": history})
+        governed = govern_request(json.loads(body), config=config)
+        assert (
+            governed.request
+            == govern_request(json.loads(body), config=config.replace(conversation_cache_size=0)).request
+        )
+    assert governed.request["messages"][1]["content"] == [{"type": "text", "text": "Fix it."}]
+
+
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(PROFILES)), st.randoms(use_true_random=False))
 def test_the_role_rules_govern_a_conversation_as_if_each_request_came_alone(profile: str, rng: random.Random) -> None:
     """Chat requests of a conversation holding messages each role rule changes, old and new ones, under
-    every profile: with the memo (the rules skip the first messages they left as they were in the
-    previous request), the same body and report as governed with none."""
+    every profile, and sometimes another profile for the next request (a fallback to another provider):
+    with the memo (the rules skip the first messages they left as they were in the previous request,
+    under the same rules), the same body and report as governed with none."""
     options = {
         "context_window_tokens": rng.choice((3_000, 1_000_000, 1_000_000)),
         "max_output_tokens": 100,
         "safety_buffer_tokens": 50,
         "cache_stable": rng.random() < 0.5,
         "respect_cache_control": rng.random() < 0.7,
-        "profile": profile,
     }
-    remembering = GovernanceConfig(**options, conversation_cache_size=SIZE)  # type: ignore[arg-type]
-    afresh = remembering.replace(conversation_cache_size=0)
+    model = rng.choice(_FUZZ_MODELS)  # (the profile is forced: the model gives the encoding)
     messages = fuzz_loop(rng)
     if rng.random() < 0.5:  # (reasoning kept: what DeepSeek's and Kimi's rule fills is there)
         messages = [{**m, "reasoning_content": "Hmm."} if m["role"] == "assistant" else m for m in messages]
     for turn in range(rng.randint(2, 6)):
+        if turn and rng.random() < 0.25:
+            profile = rng.choice(sorted(PROFILES))
+        remembering = GovernanceConfig(**options, profile=profile, conversation_cache_size=SIZE)  # type: ignore[arg-type]
+        afresh = remembering.replace(conversation_cache_size=0)
         if rng.random() < 0.6:
             messages = _break_rules(messages, rng, turn)
-        body = json.dumps({"model": rng.choice(_FUZZ_MODELS[:1]), "messages": messages, "max_tokens": 100})
+        body = json.dumps({"model": model, "messages": messages, "max_tokens": 100})
         governed = govern_request(json.loads(body), config=remembering)
         expected = govern_request(json.loads(body), config=afresh)
         assert json.dumps(governed.request, sort_keys=True, default=repr) == json.dumps(
