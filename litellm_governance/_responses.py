@@ -84,7 +84,12 @@ class ResponsesOutline:
         self.dead: list[Any] = []
         #: id(client item) -> its index in `input` (to keep the client's order where nothing moved)
         self._position: dict[int, int] = {}
-        if instructions is not None and instructions != "":
+        self._has_instructions = instructions is not None and instructions != ""
+        #: Whether `render` of the outline itself gives back the client's items as sent: unless an
+        #: output is not of its call's kind (rendered as that kind). Everything else comes back as
+        #: the very items, in the client's order (stand-ins for calls stored upstream are virtual).
+        self._renders_itself = False
+        if self._has_instructions:
             self.view.append({"role": "system", "content": instructions, ORIGIN: Origin(_INSTRUCTIONS)})
         if isinstance(items, str):
             self.left_alone = "input is a string (a single user turn): nothing to govern"
@@ -164,6 +169,7 @@ class ResponsesOutline:
         if self.history_upstream:
             self._stand_in_for_stored_calls()
         self._originals = {id(m) for m in view}
+        self._renders_itself = not self.parse_counts
 
     @property
     def where(self) -> dict[int, str]:
@@ -244,11 +250,15 @@ class ResponsesOutline:
         (Codex puts an assistant message between a call and its output)."""
         if self.left_alone is not None:
             return {}
+        self._regrouped = False
+        if governed is self.view and self._renders_itself:  # nothing changed: the client's own, as sent
+            fields: dict[str, Any] = {"instructions": self.instructions} if self._has_instructions else {}
+            fields["input"] = list(self.items)  # type: ignore[call-overload]
+            return fields
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
         originals = self._originals
-        self._regrouped = False
         out: list[Any] = []
-        fields: dict[str, Any] = {}
+        fields = {}
         index, count = 0, len(governed)
         while index < count:
             message = governed[index]

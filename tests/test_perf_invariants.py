@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import operator
 from typing import Any
 
 import pytest
@@ -319,7 +320,7 @@ def test_responses_render_of_runs_ending_with_their_calls_is_the_general_one(
     governed = [
         {**m, "content": "[stub]"} if m.get("role") == "tool" and data.draw(st.booleans()) else m for m in outline.view
     ]
-    for messages in (outline.view, governed):
+    for messages in (list(outline.view), governed):  # (another list: not the untouched outline's shortcut)
         fast = outline.render(messages)
         fast_regrouped = outline._regrouped
         general = _responses._answers_last_calls
@@ -334,6 +335,46 @@ def test_responses_render_of_runs_ending_with_their_calls_is_the_general_one(
             id(b) if id(b) in sent else None for b in slow["input"]
         ]
         assert fast_regrouped == outline._regrouped
+
+
+@PROPERTY
+@given(items=responses_inputs(), data=st.data())
+def test_responses_render_of_an_untouched_outline_is_the_general_one(
+    items: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Rendering the outline itself (nothing changed) gives back the client's items without walking
+    them; it writes what the general path writes, object for object: also where an output is not of
+    its call's kind, a compaction opens the input, or the history is stored upstream."""
+    instructions = data.draw(st.sampled_from([None, "", "Be brief.", [{"type": "input_text", "text": "x"}]]))
+    previous = data.draw(st.sampled_from([None, "", "resp_1"]))
+    outline = ResponsesOutline(items, instructions, previous)
+    fast = outline.render(outline.view)
+    fast_regrouped = outline._regrouped
+    slow = outline.render(list(outline.view))  # another list: the general path
+    assert fast == slow
+    assert list(fast) == list(slow)  # the same fields, in the same order
+    sent = {id(item) for item in items}
+    assert [id(a) if id(a) in sent else None for a in fast.get("input", ())] == [
+        id(b) if id(b) in sent else None for b in slow.get("input", ())
+    ]
+    assert fast.get("instructions", 0) is slow.get("instructions", 0)
+    assert fast_regrouped == outline._regrouped
+
+
+def test_an_untouched_codex_body_goes_out_without_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Codex request nothing changes (a large window: nothing compacted or cut) goes out as the
+    client's items without the render walking them: no output rendered, no run's order looked at."""
+    walked: list[int] = []
+    output = ResponsesOutline._output
+    monkeypatch.setattr(ResponsesOutline, "_output", lambda self, *a: walked.append(1) or output(self, *a))
+    monkeypatch.setattr(ResponsesOutline, "_in_client_order", lambda self, items: walked.append(1) or True)
+    body = _bodies(40)["responses"]
+    out = govern_request(body, config=GovernanceConfig(context_window_tokens=1_000_000, keep_recent=1_000))
+    assert not out.report.changed
+    assert len(out.request["input"]) == len(body["input"]) and all(
+        map(operator.is_, out.request["input"], body["input"])
+    )
+    assert not walked
 
 
 @pytest.mark.parametrize("model", ["openai/gpt-4o", "zai/glm-4.6"])
