@@ -81,6 +81,7 @@ class ResponsesOutline:
         self.parse_counts: dict[str, int] = {}
         self.view: list[Message] = []
         self._originals: set[int] = set()
+        self._view_at: dict[int, int] | None = None  # id(outline message) -> its index (`_untouched_end`)
         self.dead: list[Any] = []
         #: id(client item) -> its index in `input` (to keep the client's order where nothing moved)
         self._position: dict[int, int] = {}
@@ -257,6 +258,8 @@ class ResponsesOutline:
             return fields
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
         originals = self._originals
+        # Untouched stretches (`_untouched_end`); not with the history upstream: its calls' stand-ins are no item.
+        stretches = self._renders_itself and not self.history_upstream
         out: list[Any] = []
         fields = {}
         index, count = 0, len(governed)
@@ -274,6 +277,16 @@ class ResponsesOutline:
                 continue
             role = message.get("role")
             if role == "assistant":
+                if unchanged and stretches and found is not None:
+                    end = self._untouched_end(governed, index - 1)
+                    if end >= index:  # the stretch, as the client's items from this run's first on
+                        first, last = self._position[id(found.order[0])], self._last_item(governed[end - 1])
+                        out.extend(self.items[first : last + 1])  # type: ignore[index]
+                        index = end
+                        while governed[end - 1].get("role") != "assistant":  # (the stretch begins with one)
+                            end -= 1
+                        call_types = _call_types(governed[end - 1].get("tool_calls", ()))  # (for outputs after it)
+                        continue
                 call_types = _call_types(message.get("tool_calls", ()))
                 if unchanged and found is not None:
                     run = list(found.order)
@@ -303,6 +316,36 @@ class ResponsesOutline:
                 out.append(_message_item(message, found))
         fields["input"] = [*self.dead, *out]
         return fields
+
+    def _untouched_end(self, governed: list[Message], start: int) -> int:
+        """Where the stretch of `governed` that begins with the untouched assistant run at `start` and
+        is the outline's own messages in a row ends (exclusive), short of a run whose outputs go on
+        past it: that stretch renders as the client's items from the run's first to its last message's
+        last, as sent. (Each untouched message renders as its client's own: a run as its items, its
+        outputs after it in the client's order, every other message its item, an output of the kind its
+        call needs where no output was read otherwise, `_renders_itself`; and the outline's messages in a
+        row hold the client's items in a row.) `start` itself when no such stretch holds more than the run
+        with outputs that are not all untouched."""
+        at = self._view_at
+        if at is None:
+            at = self._view_at = {id(m): k for k, m in enumerate(self.view)}
+        view, count = self.view, len(governed)
+        k = at[id(governed[start])] - start
+        end = start + 1
+        limit = min(count, len(view) - k)
+        while end < limit and governed[end] is view[end + k]:
+            end += 1
+        if end < count and governed[end].get("role") == "tool":  # a group going on past the stretch
+            while end > start and governed[end - 1].get("role") == "tool":
+                end -= 1
+            if governed[end - 1].get("role") == "assistant":
+                end -= 1
+        return end
+
+    def _last_item(self, message: Message) -> int:
+        """The position in ``input`` of the last client item an untouched outline message stands for."""
+        found = message[ORIGIN]
+        return self._position[id(found.order[-1] if found.native is None else found.native)]
 
     def reread(self, fields: Mapping[str, Any]) -> ResponsesOutline | None:
         """The outline of the rendered `fields` when the last `render` regrouped an assistant run

@@ -38,7 +38,7 @@ from litellm_governance._responses import ResponsesOutline
 from litellm_governance._roles import _without_blank_parts
 from litellm_governance._tokens import TokenCache, TokenCounter, _message_pieces, fingerprint
 
-from .test_formats import PROPERTY, anthropic_conversations, responses_inputs, text, tool_result, tool_use
+from .test_formats import PROPERTY, anthropic_conversations, fc, fco, msg, responses_inputs, text, tool_result, tool_use
 
 WINDOWS = (1_000_000, 32_768)
 
@@ -375,6 +375,79 @@ def test_an_untouched_codex_body_goes_out_without_a_walk(monkeypatch: pytest.Mon
         map(operator.is_, out.request["input"], body["input"])
     )
     assert not walked
+
+
+@PROPERTY
+@given(items=responses_inputs(), data=st.data())
+def test_responses_render_of_untouched_stretches_is_the_general_one(
+    items: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Where a step changed some messages, the stretches of untouched ones that begin with a run go
+    out as the client's items in a row (`ResponsesOutline._untouched_end`); that is what the general
+    path writes, object for object, whichever messages were kept, dropped, stubbed, rebuilt or added."""
+    for _ in range(data.draw(st.integers(0, 2))):  # an assistant message among a run's items
+        at = data.draw(st.integers(0, len(items)))
+        items = [*items[:at], {"type": "message", "role": "assistant", "content": [text("so")]}, *items[at:]]
+    outline = ResponsesOutline(
+        items, data.draw(st.sampled_from([None, "sys"])), data.draw(st.sampled_from([None, "r"]))
+    )
+    governed: list[Any] = []
+    for message in outline.view:
+        fate = data.draw(st.sampled_from(["keep", "keep", "keep", "drop", "edit", "add"]))
+        if fate == "edit" and message.get("role") == "tool":
+            governed.append({**message, "content": "[stub]"})
+        elif fate == "edit":
+            governed.append(dict(message))  # the same, but not the outline's own
+        elif fate == "add":
+            governed += [message, {"role": "user", "content": "go on"}]
+        elif fate == "keep":
+            governed.append(message)
+    fast = outline.render(governed)
+    fast_regrouped = outline._regrouped
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ResponsesOutline, "_untouched_end", lambda self, governed, start: start)
+        slow = outline.render(governed)
+    assert fast == slow
+    sent = {id(item) for item in items}
+    assert [id(a) if id(a) in sent else None for a in fast.get("input", ())] == [
+        id(b) if id(b) in sent else None for b in slow.get("input", ())
+    ]
+    assert fast_regrouped == outline._regrouped
+
+
+def test_an_untouched_stretch_stops_short_of_a_run_whose_outputs_changed() -> None:
+    """A run split by an assistant message whose second output was stubbed is placed anew (each
+    output after its own call), so the stretch before it ends where the run begins."""
+    items = [msg("user", "go"), fc("c0"), fco("c0"), fc("c1"), msg("assistant", "and"), fc("c2"), fco("c1"), fco("c2")]
+    outline = ResponsesOutline(items, "sys")
+    stub = {**outline.view[-1], "content": "[stub]"}
+    rendered = outline.render([*outline.view[:-1], stub])["input"]
+    assert rendered[:-1] == [*items[:4], items[6], *items[4:6]]  # c1's output after c1
+    assert rendered[-1]["output"] == "[stub]" and outline._regrouped
+
+
+def test_a_stand_in_for_calls_stored_upstream_is_no_client_item() -> None:
+    """With the history stored upstream, a stand-in holds the calls of outputs the input answers
+    without them; it stands for no item, so untouched stretches are not taken there."""
+    items = [fc("c1"), fco("c1"), fco("stored"), msg("user", "go on")]
+    outline = ResponsesOutline(items, None, "resp_1")
+    governed = [m for m in outline.view if m.get("tool_call_id") != "stored"]  # its output dropped
+    assert outline.render(governed)["input"] == [items[0], items[1], items[3]]
+
+
+def test_a_codex_body_is_rendered_past_its_untouched_stretches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Codex request whose old results compaction stubbed goes out with its untouched stretches
+    (the messages after the last stub, and the runs between stubs) as the client's items in a row:
+    most untouched outputs are not rendered one by one (all 208 were)."""
+    rendered: list[int] = []
+    output = ResponsesOutline._output
+    monkeypatch.setattr(ResponsesOutline, "_output", lambda self, *a: rendered.append(1) or output(self, *a))
+    body = _bodies(400)["responses"]
+    out = govern_request(body, config=GovernanceConfig(context_window_tokens=1_000_000))
+    outputs = sum(str(item.get("type")).endswith("_call_output") for item in body["input"])
+    stubbed = out.report.steps["compacted"]
+    assert 80 <= stubbed <= outputs - 80
+    assert len(rendered) <= stubbed + (outputs - stubbed) // 4
 
 
 @pytest.mark.parametrize("model", ["openai/gpt-4o", "zai/glm-4.6"])
