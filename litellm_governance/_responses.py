@@ -209,7 +209,7 @@ class ResponsesOutline:
         held = len(view)
         while held > 0:
             found = origin(view[held - 1])
-            pieces: tuple[Any, ...] = () if found is None else found.order if found.native is None else (found.native,)
+            pieces = _pieces(found)
             if not pieces or position.get(id(pieces[0]), -1) < items:
                 return held if not pieces or position.get(id(pieces[-1]), -1) < items else held - 1
             held -= 1
@@ -344,8 +344,7 @@ class ResponsesOutline:
 
     def _last_item(self, message: Message) -> int:
         """The position in ``input`` of the last client item an untouched outline message stands for."""
-        found = message[ORIGIN]
-        return self._position[id(found.order[-1] if found.native is None else found.native)]
+        return self._position[id(_pieces(message[ORIGIN])[-1])]
 
     def reread(self, fields: Mapping[str, Any]) -> ResponsesOutline | None:
         """The outline of the rendered `fields` when the last `render` regrouped an assistant run
@@ -379,6 +378,11 @@ class ResponsesOutline:
             if isinstance(found, Origin) and _kind_fits(found.native, call_types):
                 return found.native
         return _output_item(message, call_types)
+
+
+def _pieces(found: Origin | None) -> tuple[Any, ...]:
+    """The client's items an outline message stands for: an assistant run's, in order, or its one."""
+    return () if found is None else found.order if found.native is None else (found.native,)
 
 
 def _call_types(calls: Any) -> dict[Any, Any]:
