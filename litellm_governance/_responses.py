@@ -86,10 +86,6 @@ class ResponsesOutline:
         #: id(client item) -> its index in `input` (to keep the client's order where nothing moved)
         self._position: dict[int, int] = {}
         self._has_instructions = instructions is not None and instructions != ""
-        #: Whether `render` of the outline itself gives back the client's items as sent: unless an
-        #: output is not of its call's kind (rendered as that kind). Everything else comes back as
-        #: the very items, in the client's order (stand-ins for calls stored upstream are virtual).
-        self._renders_itself = False
         if self._has_instructions:
             self.view.append({"role": "system", "content": instructions, ORIGIN: Origin(_INSTRUCTIONS)})
         if isinstance(items, str):
@@ -170,7 +166,6 @@ class ResponsesOutline:
         if self.history_upstream:
             self._stand_in_for_stored_calls()
         self._originals = {id(m) for m in view}
-        self._renders_itself = not self.parse_counts
 
     @property
     def where(self) -> dict[int, str]:
@@ -252,14 +247,18 @@ class ResponsesOutline:
         if self.left_alone is not None:
             return {}
         self._regrouped = False
-        if governed is self.view and self._renders_itself:  # nothing changed: the client's own, as sent
+        # Untouched messages render as the very items, in the client's order (stand-ins for calls
+        # stored upstream are virtual), unless an output was read as not of its call's kind
+        # (rendered as that kind: the only repair reading counts).
+        as_sent = not self.parse_counts
+        if governed is self.view and as_sent:  # nothing changed: the client's own, as sent
             fields: dict[str, Any] = {"instructions": self.instructions} if self._has_instructions else {}
             fields["input"] = list(self.items)  # type: ignore[call-overload]
             return fields
         call_types: dict[Any, Any] = {}  # the kinds of the calls the next outputs answer
         originals = self._originals
         # Untouched stretches (`_untouched_end`); not with the history upstream: its calls' stand-ins are no item.
-        stretches = self._renders_itself and not self.history_upstream
+        stretches = as_sent and not self.history_upstream
         out: list[Any] = []
         fields = {}
         index, count = 0, len(governed)
@@ -323,7 +322,7 @@ class ResponsesOutline:
         past it: that stretch renders as the client's items from the run's first to its last message's
         last, as sent. (Each untouched message renders as its client's own: a run as its items, its
         outputs after it in the client's order, every other message its item, an output of the kind its
-        call needs where no output was read otherwise, `_renders_itself`; and the outline's messages in a
+        call needs where no output was read otherwise; and the outline's messages in a
         row hold the client's items in a row.) `start` itself when no such stretch holds more than the run
         with outputs that are not all untouched."""
         at = self._view_at
