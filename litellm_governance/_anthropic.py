@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from ._compaction import COMPACTION, newest_compaction
 from ._errors import InvalidRequestError
-from ._messages import ORIGIN, SYSTEM_ROLES, Message, Origin, interleave, origin
+from ._messages import ORIGIN, SYSTEM_ROLES, Message, Origin, interleave, native_of, origin
 
 __all__ = ["AnthropicOutline"]
 
@@ -109,7 +109,7 @@ class AnthropicOutline:
             content = message.get("content")
             blocks = {id(b): j for j, b in enumerate(content)} if type(content) is list else {}
             for part in self._parts.get(index, ()):
-                block = origin(part).native if origin(part) is not None else None  # type: ignore[union-attr]
+                block = native_of(part)
                 at = blocks.get(id(block)) if part.get("role") == "tool" else None
                 found[id(part)] = f"messages[{index}]" + (f".content[{at}]" if at is not None else "")
         return found
@@ -185,9 +185,9 @@ class AnthropicOutline:
             else:
                 text = message
         if text is not None:
-            found = origin(text)
-            if found is not None and isinstance(found.native, Mapping) and found.native.get("role") == "user":
-                base = found.native
+            native = native_of(text)
+            if isinstance(native, Mapping) and native.get("role") == "user":
+                base = native
             content = text.get("content")
             if not blocks:
                 return {**base, "role": "user", "content": content}
@@ -229,7 +229,7 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
     role = message.get("role")
     content = message.get("content")
     if type(content) is not list:
-        return ({"role": role, "content": content, ORIGIN: Origin(message)},), True, False
+        return ({"role": role, "content": content, ORIGIN: message},), True, False
     if role == "assistant":
         return _read_assistant(message, content, opener)
     compaction = False
@@ -244,7 +244,7 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
                     "role": "tool",
                     "tool_call_id": block.get("tool_use_id"),
                     "content": block.get("content", ""),
-                    ORIGIN: Origin(block),
+                    ORIGIN: block,
                 }
                 if block.get("cache_control"):
                     result["cache_control"] = block["cache_control"]
@@ -259,7 +259,7 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> _Read:
             return tuple(results), results_first, compaction
     else:
         compaction = any(_kind(block) == COMPACTION for block in content)
-    return ({"role": role, "content": content, ORIGIN: Origin(message)},), True, compaction
+    return ({"role": role, "content": content, ORIGIN: message},), True, compaction
 
 
 def _read_assistant(message: dict[str, Any], content: list[Any], opener: bool) -> _Read:
@@ -276,7 +276,7 @@ def _read_assistant(message: dict[str, Any], content: list[Any], opener: bool) -
                     "id": block.get("id"),
                     "type": "function",
                     "function": {"name": block.get("name"), "arguments": block.get("input")},
-                    ORIGIN: Origin(block),
+                    ORIGIN: block,
                 }
             )
             marker = marker or block.get("cache_control")
@@ -297,19 +297,19 @@ def _read_assistant(message: dict[str, Any], content: list[Any], opener: bool) -
 
 def _is_recovered(message: Message) -> bool:
     """A user message made from an assistant turn: rendered on its own, never folded with results."""
-    found = origin(message)
-    return found is not None and isinstance(found.native, Mapping) and found.native.get("role") == "assistant"
+    native = native_of(message)
+    return isinstance(native, Mapping) and native.get("role") == "assistant"
 
 
 def _result_block(message: Message) -> dict[str, Any]:
     """A ``tool_result`` block for an outline tool message: the client's block with the outline's
     id and content, or a new one (a backfilled result, flagged ``is_error``)."""
-    found = origin(message)
+    native = native_of(message)
     content = message.get("content")
-    if found is not None and isinstance(found.native, Mapping):
-        block = dict(found.native)
+    if isinstance(native, Mapping):
+        block = dict(native)
         block["tool_use_id"] = message.get("tool_call_id")
-        if content == "" and "content" not in found.native:
+        if content == "" and "content" not in native:
             block.pop("content", None)
         else:
             block["content"] = content

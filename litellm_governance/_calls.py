@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any, Final, NamedTuple, TypeVar
 
 from ._backfill import BACKFILL_CONTENT
-from ._messages import Message, call_id, call_name, origin, tool_calls
+from ._messages import Message, call_id, call_name, native_of, tool_calls
 from ._reads import kept_arguments
 from ._tokens import fingerprint
 
@@ -309,8 +309,7 @@ def looks_like_error(result: Message) -> bool:
     """Whether a tool result reports a failure: Anthropic's ``is_error`` flag, the stand-in for a
     lost result, or text that opens like an error (``Error:``, ``<tool_use_error>``, a traceback)
     or states a non-zero exit code."""
-    found = origin(result)
-    native = found.native if found is not None else None
+    native = native_of(result)
     if isinstance(native, Mapping) and native.get("is_error") is True:
         return True
     if result.get("is_error") is True:

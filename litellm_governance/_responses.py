@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from ._compaction import COMPACTION, newest_compaction
 from ._errors import InvalidRequestError
-from ._messages import ORIGIN, TEXT_PARTS, Message, Origin, interleave, origin
+from ._messages import ORIGIN, TEXT_PARTS, Message, Origin, interleave, native_of, origin
 
 __all__ = ["ResponsesOutline"]
 
@@ -126,7 +126,7 @@ class ResponsesOutline:
                 assistant = kind in _ASSISTANT_ITEMS or call_kind
             if assistant:
                 if run is None:
-                    run = {"role": "assistant", "content": [], ORIGIN: Origin()}  # its order: below
+                    run = {"role": "assistant", "content": [], ORIGIN: None}  # its origin: below
                     runs.append((run, []))
                     view.append(run)
                 runs[-1][1].append(item)
@@ -136,7 +136,7 @@ class ResponsesOutline:
                         "id": item.get("call_id"),
                         "type": "function",
                         "function": {"name": _call_name(item), "arguments": _arguments(item)},
-                        ORIGIN: Origin(item),
+                        ORIGIN: item,
                     }
                     run.setdefault("tool_calls", []).append(call)
                 else:
@@ -154,13 +154,13 @@ class ResponsesOutline:
                         "role": "tool",
                         "tool_call_id": ident,
                         "content": item.get("output", ""),
-                        ORIGIN: Origin(item),
+                        ORIGIN: item,
                     }
                 )
             elif kind in (None, "message") and isinstance(item.get("role"), str):
-                view.append({"role": item["role"], "content": item.get("content"), ORIGIN: Origin(item)})
+                view.append({"role": item["role"], "content": item.get("content"), ORIGIN: item})
             else:
-                view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: Origin(item)})
+                view.append({"role": OPAQUE_ROLE, "content": [item], ORIGIN: item})
         for message, order in runs:
             message[ORIGIN] = Origin(None, tuple(order))
         if self.history_upstream:
@@ -203,8 +203,7 @@ class ResponsesOutline:
         position, view = self._position, self.view
         held = len(view)
         while held > 0:
-            found = origin(view[held - 1])
-            pieces = _pieces(found)
+            pieces = _pieces(view[held - 1].get(ORIGIN))
             if not pieces or position.get(id(pieces[0]), -1) < items:
                 return held if not pieces or position.get(id(pieces[-1]), -1) < items else held - 1
             held -= 1
@@ -265,17 +264,20 @@ class ResponsesOutline:
         while index < count:
             message = governed[index]
             index += 1
-            found = message.get(ORIGIN)  # (inlined `origin`: this loop runs once per message)
-            if not isinstance(found, Origin):
-                found = None
+            # (`origin`, inlined: this loop runs once per message; most hold the client's item alone)
+            held = message.get(ORIGIN)
+            found = held if isinstance(held, Origin) else None
+            native = found.native if found is not None else held
             unchanged = id(message) in originals
             if found is not None and found.virtual:
                 continue
-            if found is not None and found.native is _INSTRUCTIONS:
+            if native is _INSTRUCTIONS:
                 fields["instructions"] = message.get("content")
                 continue
             role = message.get("role")
             if role == "assistant":
+                if found is None and held is not None:
+                    found = Origin(held)
                 if unchanged and stretches and found is not None:
                     end = self._untouched_end(governed, index - 1)
                     if end >= index:  # the stretch, as the client's items from this run's first on
@@ -307,12 +309,12 @@ class ResponsesOutline:
                     self._regrouped = self._regrouped or regrouped
             elif role == "tool":
                 out.append(self._output(message, call_types))
-            elif unchanged and found is not None:
-                out.append(found.native)
+            elif unchanged and held is not None:
+                out.append(native)
             elif role == OPAQUE_ROLE:
                 out.extend(_parts(message.get("content")))
             else:
-                out.append(_message_item(message, found))
+                out.append(_message_item(message, origin(message)))
         fields["input"] = [*self.dead, *out]
         return fields
 
@@ -372,16 +374,19 @@ class ResponsesOutline:
         return True
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
-        if id(message) in self._originals:
-            found = message.get(ORIGIN)
-            if isinstance(found, Origin) and _kind_fits(found.native, call_types):
-                return found.native
+        if id(message) in self._originals and ORIGIN in message:
+            native = native_of(message)
+            if _kind_fits(native, call_types):
+                return native
         return _output_item(message, call_types)
 
 
-def _pieces(found: Origin | None) -> tuple[Any, ...]:
-    """The client's items an outline message stands for: an assistant run's, in order, or its one."""
-    return () if found is None else found.order if found.native is None else (found.native,)
+def _pieces(found: object) -> tuple[Any, ...]:
+    """The client's items an outline message stands for (what it holds under `ORIGIN`): an assistant
+    run's, in order, or its one."""
+    if not isinstance(found, Origin):
+        return () if found is None else (found,)
+    return found.order if found.native is None else (found.native,)
 
 
 def _call_types(calls: Any) -> dict[Any, Any]:
@@ -389,9 +394,9 @@ def _call_types(calls: Any) -> dict[Any, Any]:
     found: dict[Any, Any] = {}
     for call in calls:
         if isinstance(call, (dict, Mapping)):  # (dict first: no ABC check for a dict)
-            native = call.get(ORIGIN)
-            if isinstance(native, Origin) and isinstance(native.native, (dict, Mapping)):
-                found[call.get("id")] = native.native.get("type")
+            item = native_of(call)
+            if isinstance(item, (dict, Mapping)):
+                found[call.get("id")] = item.get("type")
     return found
 
 
@@ -468,16 +473,16 @@ def _call_item(item: Any, call: Mapping[str, Any]) -> Any:
 def _output_item(message: Message, call_types: Mapping[Any, Any]) -> dict[str, Any]:
     """An output item for an outline tool message: the client's item with the outline's call id
     and output, or a new one of the kind its call needs (a backfilled result)."""
-    found = origin(message)
+    native = native_of(message)
     ident = message.get("tool_call_id")
     content = message.get("content")
     call_type = call_types.get(ident)
-    if found is not None and isinstance(found.native, Mapping):
-        item = dict(found.native)
+    if isinstance(native, Mapping):
+        item = dict(native)
         if isinstance(call_type, str):
             item["type"] = f"{call_type}_output"
         item["call_id" if "call_id" in item or item.get("type") != "local_shell_call_output" else "id"] = ident
-        if content == "" and "output" not in found.native:
+        if content == "" and "output" not in native:
             item.pop("output", None)
         else:
             item["output"] = content

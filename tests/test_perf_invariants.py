@@ -20,6 +20,7 @@ from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import (
     PROFILES,
     GovernanceConfig,
+    _anthropic,
     _calls,
     _microcompact,
     _responses,
@@ -31,7 +32,7 @@ from litellm_governance._calls import call_info, calls_by_id, is_stub, looks_lik
 from litellm_governance._context import Context
 from litellm_governance._conversations import conversations
 from litellm_governance._ledger import Ledger
-from litellm_governance._messages import content_chars, is_blank_part
+from litellm_governance._messages import ORIGIN, Origin, content_chars, is_blank_part, native_of, origin
 from litellm_governance._microcompact import catalogue
 from litellm_governance._reads import is_observation, read_target
 from litellm_governance._responses import ResponsesOutline
@@ -433,6 +434,70 @@ def test_a_stand_in_for_calls_stored_upstream_is_no_client_item() -> None:
     outline = ResponsesOutline(items, None, "resp_1")
     governed = [m for m in outline.view if m.get("tool_call_id") != "stored"]  # its output dropped
     assert outline.render(governed)["input"] == [items[0], items[1], items[3]]
+
+
+def test_reading_a_body_makes_an_origin_only_where_it_says_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block or item an outline message or call stands for alone is held under `ORIGIN` as the
+    object itself: reading a body makes an `Origin` only for what says more (an assistant turn's
+    order, text that rode along with results, the system prompt or instructions). One was made for
+    every outline message and call before: 657 and 774 for these 400-message bodies."""
+    made: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Origin:
+        made.append(1)
+        return Origin(*args, **kwargs)
+
+    monkeypatch.setattr(_anthropic, "Origin", counted)
+    monkeypatch.setattr(_responses, "Origin", counted)
+    bodies = _bodies(400)
+    claude = bodies["anthropic"]["messages"]
+    outline = AnthropicOutline(claude, bodies["anthropic"].get("system"))
+    says_more = sum(m["role"] == "assistant" for m in claude) + sum(
+        m["role"] == "user"
+        and isinstance(m["content"], list)
+        and len({b.get("type") == "tool_result" for b in m["content"]}) == 2
+        for m in claude
+    )
+    assert 0 < len(made) <= says_more + 1 < _parts(outline.view) // 2
+    made.clear()
+    outline = ResponsesOutline(bodies["responses"]["input"], bodies["responses"].get("instructions"))
+    runs = sum(m.get("role") == "assistant" for m in outline.view)
+    assert 0 < len(made) <= runs + 1 < _parts(outline.view) // 2
+
+
+def _parts(view: list[dict[Any, Any]]) -> int:
+    """The outline messages and calls of `view`."""
+    return len(view) + sum(len(m.get("tool_calls", ())) for m in view)
+
+
+@PROPERTY
+@given(messages=anthropic_conversations(), items=responses_inputs())
+def test_every_outline_message_and_call_says_which_of_the_clients_objects_it_stands_for(
+    messages: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> None:
+    """Whether `ORIGIN` holds an `Origin` or the object alone, `origin` and `native_of` say the same:
+    one of the client's own messages, blocks or items (or the system prompt's or instructions'
+    marker), and nothing more where the object is held alone."""
+    for outline, natives in (
+        (
+            AnthropicOutline(messages, "sys"),
+            [*messages, *(b for m in messages if isinstance(m["content"], list) for b in m["content"])],
+        ),
+        (ResponsesOutline(items, "sys"), items),
+    ):
+        ids = {id(native) for native in natives}
+        for part in [*outline.view, *(c for m in outline.view for c in m.get("tool_calls", ()))]:
+            found, held = origin(part), part.get(ORIGIN)
+            assert isinstance(found, Origin)
+            assert found.native is native_of(part)
+            if not isinstance(held, Origin):
+                assert found == Origin(held)
+            if found.native is None:  # a Codex assistant run: its items
+                assert found.order and all(id(piece) in ids for piece in found.order)
+            else:
+                assert id(found.native) in ids or any(
+                    found.native is m for m in (_anthropic._SYSTEM, _responses._INSTRUCTIONS)
+                )
 
 
 def test_a_codex_body_is_rendered_past_its_untouched_stretches(monkeypatch: pytest.MonkeyPatch) -> None:
