@@ -177,6 +177,8 @@ class StableShrink:
             return (kept + room) / (2 * budget) - REUSE_PRICE * share_lost * growth / (room - kept)
 
         limit = ctx.oversized(messages)
+        if limit is not None and max(layout.tokens) <= limit:
+            limit = None  # no result is over it: none costs more than its unit
         # cost(cut, tail) is tail plus what the cut adds in front (a user message), and the note's
         # size depends on the cut alone: both are worked out again only when the cut moves.
         in_front = cost(cut, 0) + note(cut)

@@ -14,7 +14,7 @@ from bench.sessions import make_session, make_tools, replay
 from litellm_governance import GovernanceConfig, govern
 from litellm_governance._config import AUTO_STABLE_MIN_WINDOW
 from litellm_governance._stable import cut_back_level
-from litellm_governance._tokens import TokenCache, TokenCounter
+from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model
 
 from .builders import calling, long_text, result, system, user
 
@@ -221,3 +221,30 @@ class TestCacheControl:
 
 def _call(ident: str) -> dict[str, Any]:
     return {"id": ident, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+
+
+def test_an_old_result_over_half_the_room_is_compacted_whatever_its_age() -> None:
+    """A result costing more than half the room the budget leaves for history is compacted once it is
+    no longer the newest, though the whole request fits and keep_recent would keep it: it could share
+    the request with nothing else. The results after it stay whole."""
+    messages = [
+        system(),
+        user("task"),
+        calling("a"),
+        result("a", long_text(3_000, "a")),
+        calling("b"),
+        result("b", "short"),
+        calling("c"),
+        result("c", "short too"),
+        user("go on"),
+    ]
+    whole = govern(messages, model="openai/gpt-4o", config=GovernanceConfig(context_window_tokens=10**6))
+    overhead = 10**6 - (whole.report.budget or 0)  # what the window keeps for the reply and the margin
+    big = TokenCounter(encoding_for_model("openai/gpt-4o"), TokenCache()).message(messages[3])
+    window = overhead + int(whole.report.tokens_before * 1.2)  # fits whole, with the big result over half the room
+    config = GovernanceConfig(context_window_tokens=window, cache_stable=True)
+    out = govern(messages, model="openai/gpt-4o", config=config)
+    assert out.report.budget is not None and big > out.report.budget // 2
+    assert out.report.steps.get("compacted") == 1 and "snipped" not in out.report.steps
+    results = [m["content"] for m in out.messages if m.get("role") == "tool"]
+    assert results[0] != messages[3]["content"] and results[1:] == ["short", "short too"]

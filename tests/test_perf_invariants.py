@@ -24,6 +24,7 @@ from litellm_governance import (
     _calls,
     _microcompact,
     _responses,
+    _stable,
     _trace,
     govern_request,
 )
@@ -498,6 +499,21 @@ def test_every_outline_message_and_call_says_which_of_the_clients_objects_it_sta
                 assert id(found.native) in ids or any(
                     found.native is m for m in (_anthropic._SYSTEM, _responses._INSTRUCTIONS)
                 )
+
+
+def test_the_replay_weighs_no_result_against_a_limit_no_unit_reaches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result is compacted whatever its age when it costs more than half the room; where no unit
+    of the request costs that much, no result does, and the cache-stable replay asks of none (it
+    asked of every result before: 208 here at 1M)."""
+    asked: list[int] = []
+    oversized = _stable.is_oversized
+    monkeypatch.setattr(_stable, "is_oversized", lambda *a: asked.append(1) or oversized(*a))
+    session = make_session(400, seed=0)
+    out = govern_request(
+        {"model": "zai/glm-4.6", "messages": session},
+        config=GovernanceConfig(context_window_tokens=1_000_000, cache_stable=True),
+    )
+    assert out.report.steps["compacted"] > 50 and not asked
 
 
 def test_a_codex_body_is_rendered_past_its_untouched_stretches(monkeypatch: pytest.MonkeyPatch) -> None:
