@@ -276,7 +276,7 @@ class ResponsesOutline:
                 continue
             role = message.get("role")
             if role == "assistant":
-                if found is None and held is not None:
+                if found is None and held is not None:  # (never from reading: a run's Origin holds its order)
                     found = Origin(held)
                 if unchanged and stretches and found is not None:
                     end = self._untouched_end(governed, index - 1)
