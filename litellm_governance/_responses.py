@@ -279,10 +279,14 @@ class ResponsesOutline:
                 if found is None and held is not None:  # (never from reading: a run's Origin holds its order)
                     found = Origin(held)
                 if unchanged and stretches and found is not None:
-                    end = self._untouched_end(governed, index - 1)
+                    end, rewritten = self._untouched_end(governed, index - 1)
                     if end >= index:  # the stretch, as the client's items from this run's first on
                         first, last = self._position[id(found.order[0])], self._last_item(governed[end - 1])
-                        out.extend(self.items[first : last + 1])  # type: ignore[index]
+                        stretch = self.items[first : last + 1]  # type: ignore[index]
+                        for at in rewritten:  # (the kind an output has is its call's: `as_sent`)
+                            place = self._position[id(native_of(governed[at]))] - first
+                            stretch[place] = _output_item(governed[at], {})
+                        out.extend(stretch)
                         index = end
                         while governed[end - 1].get("role") != "assistant":  # (the stretch begins with one)
                             end -= 1
@@ -318,15 +322,18 @@ class ResponsesOutline:
         fields["input"] = [*self.dead, *out]
         return fields
 
-    def _untouched_end(self, governed: list[Message], start: int) -> int:
+    def _untouched_end(self, governed: list[Message], start: int) -> tuple[int, list[int]]:
         """Where the stretch of `governed` that begins with the untouched assistant run at `start` and
         is the outline's own messages in a row ends (exclusive), short of a run whose outputs go on
         past it: that stretch renders as the client's items from the run's first to its last message's
         last, as sent. (Each untouched message renders as its client's own: a run as its items, its
         outputs after it in the client's order, every other message its item, an output of the kind its
         call needs where no output was read otherwise; and the outline's messages in a
-        row hold the client's items in a row.) `start` itself when no such stretch holds more than the run
-        with outputs that are not all untouched."""
+        row hold the client's items in a row.) An output a step rewrote in place (a stub: the same
+        item and call id, new content) stays in the stretch, rendered anew where the client's sat, as
+        long as the outputs of its run answer the run's last calls (else they are placed after their
+        own calls: the stretch stops short of that run). `start` itself when no such stretch holds more
+        than the run with outputs that are not all untouched; and the rewritten outputs' places."""
         at = self._view_at
         if at is None:
             at = self._view_at = {id(m): k for k, m in enumerate(self.view)}
@@ -334,14 +341,36 @@ class ResponsesOutline:
         k = at[id(governed[start])] - start
         end = start + 1
         limit = min(count, len(view) - k)
-        while end < limit and governed[end] is view[end + k]:
+        rewritten: list[int] = []
+        while end < limit:
+            message, own = governed[end], view[end + k]
+            if message is not own:
+                if not _rewrites(message, own):
+                    break
+                rewritten.append(end)
             end += 1
         if end < count and governed[end].get("role") == "tool":  # a group going on past the stretch
             while end > start and governed[end - 1].get("role") == "tool":
                 end -= 1
             if governed[end - 1].get("role") == "assistant":
                 end -= 1
-        return end
+        checked = -1
+        for place in rewritten:
+            if place >= end:
+                break
+            run = place - 1
+            while governed[run].get("role") == "tool":
+                run -= 1
+            if run == checked or governed[run].get("role") != "assistant":
+                continue  # (outputs after anything but a run render in place)
+            checked, after = run, run + 1
+            while after < end and governed[after].get("role") == "tool":
+                after += 1
+            order = list(governed[run][ORIGIN].order)
+            if not _answers_last_calls(order, [(governed[j].get("tool_call_id"), None) for j in range(run + 1, after)]):
+                end = run
+                break
+        return end, [place for place in rewritten if place < end]
 
     def _last_item(self, message: Message) -> int:
         """The position in ``input`` of the last client item an untouched outline message stands for."""
@@ -387,6 +416,16 @@ def _pieces(found: object) -> tuple[Any, ...]:
     if not isinstance(found, Origin):
         return () if found is None else (found,)
     return found.order if found.native is None else (found.native,)
+
+
+def _rewrites(message: Message, own: Message) -> bool:
+    """Whether `message` is the outline's output `own` rewritten in place by a step: the same client
+    item and call id (a stub, a truncation), only its content new."""
+    return (
+        own.get("role") == "tool" == message.get("role")
+        and message.get(ORIGIN) is own.get(ORIGIN) is not None
+        and message.get("tool_call_id") == own.get("tool_call_id")
+    )
 
 
 def _call_types(calls: Any) -> dict[Any, Any]:

@@ -407,7 +407,7 @@ def test_responses_render_of_untouched_stretches_is_the_general_one(
     fast = outline.render(governed)
     fast_regrouped = outline._regrouped
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ResponsesOutline, "_untouched_end", lambda self, governed, start: start)
+        patch.setattr(ResponsesOutline, "_untouched_end", lambda self, governed, start: (start, []))
         slow = outline.render(governed)
     assert fast == slow
     sent = {id(item) for item in items}
@@ -426,6 +426,44 @@ def test_an_untouched_stretch_stops_short_of_a_run_whose_outputs_changed() -> No
     rendered = outline.render([*outline.view[:-1], stub])["input"]
     assert rendered[:-1] == [*items[:4], items[6], *items[4:6]]  # c1's output after c1
     assert rendered[-1]["output"] == "[stub]" and outline._regrouped
+
+
+def test_a_stretch_goes_on_past_an_output_stubbed_where_the_client_placed_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output a step rewrote in place (a stub: the same item and call id) whose run it answers
+    the last calls of stays in the stretch: the client's items in a row, the stub rendered where
+    the client's output sat. One stretch for the whole request; no output rendered on its own (the
+    stretch ended before such a run, and the run and its outputs went through the general path)."""
+    walked: list[str] = []
+    output, untouched_end = ResponsesOutline._output, ResponsesOutline._untouched_end
+    monkeypatch.setattr(ResponsesOutline, "_output", lambda self, *a: walked.append("output") or output(self, *a))
+    monkeypatch.setattr(
+        ResponsesOutline, "_untouched_end", lambda self, *a: walked.append("stretch") or untouched_end(self, *a)
+    )
+    items = [msg("user", "go"), fc("c0"), fco("c0"), fc("c1"), fco("c1"), msg("user", "more"), fc("c2"), fco("c2")]
+    outline = ResponsesOutline(items, "sys")
+    stub = {**outline.view[3], "content": "[stub]"}  # c0's output (after the instructions, the user, c0's run)
+    rendered = outline.render([*outline.view[:3], stub, *outline.view[4:]])["input"]
+    assert rendered[0] is items[0] and rendered[1] is items[1] and all(map(operator.is_, rendered[3:], items[3:]))
+    assert rendered[2] == {**items[2], "output": "[stub]"} and not outline._regrouped
+    assert walked == ["stretch"]
+
+
+def test_a_codex_body_goes_out_in_one_stretch_past_its_stubs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 400-message Codex request at 1M, 100 of its old outputs stubbed, renders as one stretch of
+    the client's items with the stubs in place: no output rendered on its own (130 stretches and 112
+    outputs rendered one by one before)."""
+    walked: list[str] = []
+    output, untouched_end = ResponsesOutline._output, ResponsesOutline._untouched_end
+    monkeypatch.setattr(ResponsesOutline, "_output", lambda self, *a: walked.append("output") or output(self, *a))
+    monkeypatch.setattr(
+        ResponsesOutline, "_untouched_end", lambda self, *a: walked.append("stretch") or untouched_end(self, *a)
+    )
+    body = _bodies(400)["responses"]
+    out = govern_request(body, config=GovernanceConfig(context_window_tokens=1_000_000))
+    assert out.report.steps["compacted"] >= 80
+    assert walked == ["stretch"]
+    sent = {id(item) for item in body["input"]}
+    assert sum(id(item) not in sent for item in out.request["input"]) == out.report.steps["compacted"]
 
 
 def test_a_stand_in_for_calls_stored_upstream_is_no_client_item() -> None:
