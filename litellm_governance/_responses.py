@@ -276,8 +276,7 @@ class ResponsesOutline:
                 continue
             role = message.get("role")
             if role == "assistant":
-                if found is None and held is not None:  # (never from reading: a run's Origin holds its order)
-                    found = Origin(held)
+                found = origin(message)  # (from reading, a run's own `Origin`: it holds the run's order)
                 if unchanged and stretches and found is not None:
                     end, rewritten = self._untouched_end(governed, index - 1)
                     if end >= index:  # the stretch, as the client's items from this run's first on
@@ -403,7 +402,7 @@ class ResponsesOutline:
         return True
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
-        if id(message) in self._originals and ORIGIN in message:
+        if id(message) in self._originals:  # (each holds the client's item under `ORIGIN`)
             native = native_of(message)
             if _kind_fits(native, call_types):
                 return native
