@@ -72,7 +72,9 @@ class Driver:
         request: dict[str, Any] = {
             "model": "openai/up-metrics",
             "messages": messages,
-            "litellm_call_id": f"call-{n}",
+            # (one of this module's own: the metrics count each call's rejection once per process, and
+            # other modules' calls in the same worker are "call-1", "call-2" …)
+            "litellm_call_id": f"metrics-call-{os.getpid()}-{n}",
             "metadata": {"model_info": {"id": "dep-metrics"}, **extra.pop("metadata", {})},
             **extra,
         }
