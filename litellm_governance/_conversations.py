@@ -16,10 +16,11 @@ as `_calls.shorten` shortened it for a note; `tests/test_privacy.py`).
 A request reuses them only where it provably begins with the same messages, and only for the
 previous request's items but its `_TAIL` newest (a client may send those again edited: Claude Code
 moves its ``cache_control`` breakpoint to the newest message). The check is exact: the items are
-written by `marshal` (version 2: every value with its type, every dict in its key order, no
-back-references, so the same messages give the same bytes whoever built them), and those bytes are
-compared by Python's hash of them (keyed per process, as the token cache keys texts), chained over
-the stretches each request added: each request hashes its bytes once. A step resumes its walk
+written out in C by `_tokens.exact_bytes` (every value with its type, every dict in its key order,
+no back-references, so the same messages give the same bytes whoever built them; `pickle` with its
+memo off, which writes them in half the time `marshal` version 2 took, for the same guarantees),
+and those bytes are compared by Python's hash of them (keyed per process, as the token cache keys
+texts), chained over the stretches each request added: each request hashes its bytes once. A step resumes its walk
 where the kept one stood and walks on; what it reuses is what it would compute from those messages
 again, so governing gives the same bytes with or without this (`tests/test_conversations.py`), and
 where the check fails, or a later message could change what a walk found, everything is computed
@@ -34,7 +35,6 @@ least recently used conversations first; 0 keeps none.
 
 from __future__ import annotations
 
-import marshal
 import threading
 from array import array
 from collections import OrderedDict
@@ -42,13 +42,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ._tokens import exact_bytes
+
 if TYPE_CHECKING:
     from ._formats import Outline
 
 __all__ = ["Conversations", "Recall", "Seen", "conversations"]
 
-#: What `marshal` writes before a list's items (version 2): its type code and a 4-byte length.
-_HEADER: Final = 5
+#: Written in front of a request's items (`_LEAD`, `exact_bytes`), so that the items are written
+#: as those of a list longer than one (which `pickle` writes otherwise): the bytes before the first
+#: item and after the last, in a list of any length.
+_LEAD: Final = (None, None)
+_TRAILER: Final = 2  # (the list's end and the pickle's)
+_HEADER: Final = len(exact_bytes([*_LEAD])) - _TRAILER
 #: A conversation is found by its system prompt and this many first items (an agent's first turn
 #: is its own: sessions sharing a system prompt and an opening message, as Codex's in one folder, differ
 #: there), and a few are kept under one key.
@@ -105,7 +111,7 @@ class Recall:
     ) -> None:
         self._store, self._key, self._blob, self._extends = store, key, blob, seen
         self._items = max(0, len(history) - _TAIL)
-        self._size = len(blob) - _HEADER  # (the bytes of those items only)
+        self._size = len(blob) - _HEADER - _TRAILER  # (the bytes of those items only)
         self.mark = outline.prefix(self._items) if self._items else 0
         self.reuse = min(outline.prefix(seen.items), seen.messages) if seen is not None else 0
         self.seen = seen if self.reuse > 0 else None
@@ -152,7 +158,7 @@ class Conversations:
 
     def recall(self, outline: Outline, encoding: str) -> Recall | None:
         """This request's conversation, or None where none can be told (nothing to key it by, or a
-        value `marshal` cannot write: not a request body parsed from JSON)."""
+        value JSON cannot hold: not a request body parsed from JSON, `exact_bytes`)."""
         if self.size <= 0:
             return None
         source = outline.source()
@@ -163,14 +169,13 @@ class Conversations:
             return None
         kept = len(history) - _TAIL  # what this request keeps (see `Recall`)
         try:
-            blob = memoryview(marshal.dumps(history[:kept] if kept > 0 else [], 2))
-            opening = marshal.dumps((system, history[:_OPENING]), 2)  # type: ignore[arg-type]
-            key = hash((outline.format, encoding, opening))
-        except ValueError:  # an object marshal cannot write, or nesting too deep
+            blob = exact_bytes([*_LEAD, *history[: max(0, kept)]])
+            key = hash((outline.format, encoding, exact_bytes((system, history[:_OPENING]))))
+        except (ValueError, RecursionError):  # a value JSON cannot hold, or nesting too deep
             return None
         with self._lock:
             bucket = self._by_key.get(key, ())
-        body = len(blob) - _HEADER
+        body = len(blob) - _HEADER - _TRAILER
         found = None
         for seen in bucket:
             if seen.items <= kept and seen.size <= body:

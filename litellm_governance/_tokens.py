@@ -14,12 +14,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
+import io
 import json
+import pickle
 import types
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from ._errors import TokenizerUnavailableError
 
@@ -413,7 +415,11 @@ class TokenCounter:
         if not tools:
             return 0
         schemas = list(tools)
-        key = hash((self.encoding_name, -1 - len(tools), hash(_structured_key(schemas))))  # negative: no text's
+        try:  # (the schemas written out in C: a fifth of the time `fingerprint` takes on them)
+            material: object = exact_bytes(schemas)
+        except (RecursionError, ValueError):  # not a JSON value (an SDK object, say)
+            material = _structured_key(schemas)
+        key = hash((self.encoding_name, -1 - len(tools), hash(material)))  # negative: no text's
         count = self._cache.get(key)
         if count is None:
             count = self.text(_json(schemas)) + 8
@@ -477,6 +483,30 @@ def fingerprint(value: object) -> object:
         return (kind, value)
     # Numbers by their text: their own hashes collide by design (-1 and -2; ints equal modulo 2**61 - 1).
     return (kind, repr(value))
+
+
+class _ExactWriter(pickle.Pickler):
+    """`pickle` (protocol 3) with its memo off (``fast``): every object is written out whole where
+    it stands, never as a reference to an earlier one, so the bytes depend on the values alone and
+    not on which objects the parser or the client shared. Values JSON cannot hold but a container,
+    string, number, ``True``, ``False`` and ``None`` are refused, not pickled by their class."""
+
+    def reducer_override(self, obj: object) -> NoReturn:
+        raise ValueError(f"not a JSON value: {type(obj).__name__}")
+
+
+def exact_bytes(value: object) -> memoryview:
+    """`value` (a JSON value, as parsed) written out in C: equal bytes for the same value and only
+    for it (with its types: ``1``, ``1.0`` and ``True`` apart; its dicts in their key order), as
+    a read-only view that `hash` takes. Items of a list are written one after another, so a
+    list's first items are the same bytes in a longer list as in a shorter one (past the first
+    two items: `_conversations` puts two ``None`` in front). Raises ValueError for a value JSON
+    cannot hold or a cycle, RecursionError for one nested too deep."""
+    out = io.BytesIO()
+    writer = _ExactWriter(out, 3)
+    writer.fast = True
+    writer.dump(value)
+    return out.getbuffer().toreadonly()
 
 
 def _structured_key(value: object) -> object:

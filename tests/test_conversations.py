@@ -27,7 +27,7 @@ from litellm_governance import (
     govern_request,
 )
 from litellm_governance._calls import is_stub
-from litellm_governance._conversations import conversations
+from litellm_governance._conversations import Conversations, Recall, conversations
 from litellm_governance._microcompact import Catalogued
 from litellm_governance._pairing import PairingWalk
 from litellm_governance._profiles import PROFILES
@@ -508,6 +508,52 @@ def test_an_equal_value_of_another_type_is_not_taken_for_the_same() -> None:
     govern_request(json.loads(json.dumps(body)), config=config)
     again = govern_request(json.loads(json.dumps(retyped)), config=config)
     assert again.report == govern_request(json.loads(json.dumps(retyped)), config=afresh).report
+
+
+def _recalled(body: dict[str, Any], config: GovernanceConfig, monkeypatch: pytest.MonkeyPatch) -> Recall | None:
+    """What governing `body` found of its conversation."""
+    found: list[Recall | None] = []
+    recall = Conversations.recall
+    monkeypatch.setattr(Conversations, "recall", lambda self, *a: found.append(recall(self, *a)) or found[-1])
+    govern_request(body, config=config)
+    monkeypatch.setattr(Conversations, "recall", recall)
+    return found[0]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_conversation_is_found_whatever_objects_its_values_share(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The previous request is found by the values its messages hold, not by which objects hold
+    them: a client (or a callback before the plugin) that sent one object twice, or one string
+    object in many places, is found by the next request parsed anew, and the other way round."""
+    config = GovernanceConfig(context_window_tokens=1_000_000, conversation_cache_size=SIZE)
+    session = make_session(40, seed=6)
+    body = json.loads(json.dumps(_bodies(session)[fmt]))
+    history = body["messages" if fmt != "responses" else "input"]
+    history[3] = history[5] = history[7]  # one object thrice, as sent; its strings shared too
+    shared = json.loads(json.dumps(body))
+    shared["messages" if fmt != "responses" else "input"][3:8:2] = [history[7]] * 3
+    grown = json.loads(json.dumps(_bodies(next_round(json.loads(json.dumps(session)), seed=6))[fmt]))
+    grown_history = grown["messages" if fmt != "responses" else "input"]
+    grown_history[3] = grown_history[5] = grown_history[7]
+    for first, second in ((body, json.loads(json.dumps(grown))), (json.loads(json.dumps(body)), grown)):
+        conversations(SIZE).clear()
+        govern_request(first, config=config)
+        recalled = _recalled(second, config, monkeypatch)
+        assert recalled is not None and recalled.seen is not None and recalled.reuse > len(history) // 2
+
+
+@pytest.mark.parametrize(("items", "then"), [(3, 6), (4, 9), (999, 1_004), (1_000, 1_003), (1_001, 1_010)])
+def test_a_conversation_is_found_at_any_length(items: int, then: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request whose history kept one item, or a thousand give or take (where the written form of
+    a list marks a batch), is found by the next one."""
+    config = GovernanceConfig(context_window_tokens=1_000_000, conversation_cache_size=SIZE)
+    history = [{"role": "system", "content": "sys"}]
+    history += [{"role": "user" if n % 2 else "assistant", "content": f"turn {n}"} for n in range(then)]
+    conversations(SIZE).clear()
+    govern_request({"model": "openai/gpt-4o", "messages": history[:items]}, config=config)
+    recalled = _recalled({"model": "openai/gpt-4o", "messages": json.loads(json.dumps(history))}, config, monkeypatch)
+    assert recalled is not None and recalled.seen is not None
+    assert recalled.reuse == items - 2  # all the previous request kept: all but its two newest
 
 
 def test_at_most_size_messages_are_kept_and_none_with_zero() -> None:

@@ -357,3 +357,78 @@ def test_a_messages_key_material_follows_its_pieces(message: dict[str, Any]) -> 
         assert key == text or not isinstance(key, str) or key == "\x00" + text
     counter = TokenCounter("o200k_base", TokenCache())
     assert counter.message(message) == fixed + sum(counter.text(t) for t in texts) == counter.message(dict(message))
+
+
+# ---- exact_bytes: the written form the conversation store and the tools' key compare ----------
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=4)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _copy(value: Any) -> Any:
+    """`value` rebuilt object by object: equal, sharing nothing with it."""
+    if isinstance(value, dict):
+        return {"".join(key): _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return "".join(value) if isinstance(value, str) else value
+
+
+@settings(max_examples=300)
+@given(_JSON, _JSON)
+def test_exact_bytes_are_equal_for_the_same_value_only(first: Any, second: Any) -> None:
+    """Equal bytes for the same JSON value, whichever objects hold it (`fingerprint` tells values
+    apart with their types and key order: ``1``, ``1.0`` and ``True`` differ), and only for it."""
+    same = _tokens.fingerprint(first) == _tokens.fingerprint(second)
+    assert (_tokens.exact_bytes(first) == _tokens.exact_bytes(second)) == same
+    assert _tokens.exact_bytes(first) == _tokens.exact_bytes(_copy(first))
+    shared = [first, first, {"a": first, "b": first}]  # one object twice: written out whole each time
+    assert _tokens.exact_bytes(shared) == _tokens.exact_bytes(_copy(shared))
+    assert hash(_tokens.exact_bytes(shared)) == hash(_tokens.exact_bytes(_copy(shared)))
+
+
+@given(st.lists(_JSON, max_size=6), st.lists(_JSON, max_size=6))
+def test_a_lists_first_items_are_the_same_bytes_in_a_longer_list(items: list[Any], more: list[Any]) -> None:
+    """Past its first two items, a list's items are written one after another: the bytes of a list
+    without its end are where a longer list with the same first items begins (`_conversations`)."""
+    short = bytes(_tokens.exact_bytes([None, None, *items]))
+    assert bytes(_tokens.exact_bytes([None, None, *items, *more])).startswith(short[:-2])
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object(), b"", type, len, type("D", (dict,), {})(), [1.5j]])
+def test_exact_bytes_refuse_what_json_cannot_hold(value: object) -> None:
+    """A value JSON cannot hold (but bytes, which JSON never gives) is refused, never pickled by its
+    class (whose pickling could be anything)."""
+    if isinstance(value, bytes):
+        assert bytes(_tokens.exact_bytes(value))
+        return
+    with pytest.raises(ValueError, match="not a JSON value"):
+        _tokens.exact_bytes([{"k": value}])
+
+
+def test_exact_bytes_refuse_a_cycle_and_nesting_too_deep() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError):
+        _tokens.exact_bytes(cycle)
+    with pytest.raises(RecursionError):
+        _tokens.exact_bytes(_nested(100_000))
+
+
+def test_tools_are_keyed_by_their_exact_value() -> None:
+    """The tools' count is cached under their exact value: ``1`` and ``1.0`` apart, the same tools
+    parsed anew found again, and tools JSON cannot hold (an SDK object) counted all the same."""
+    cache = TokenCache()
+    counter = TokenCounter("o200k_base", cache)
+    tool = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object", "maxItems": 1}}}
+    retyped = {**tool, "function": {**tool["function"], "parameters": {"type": "object", "maxItems": 1.0}}}
+    assert counter.tools([tool]) == counter.text(_tokens._json([tool])) + 8
+    assert counter.tools([retyped]) == counter.text(_tokens._json([retyped])) + 8 != counter.tools([tool])
+    size = len(cache)
+    assert counter.tools([_copy(tool)]) == counter.tools([tool]) and len(cache) == size
+    odd = {**tool, "extra": {1, 2}}
+    assert counter.tools([odd]) == counter.text(_tokens._json([odd])) + 8
