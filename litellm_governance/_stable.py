@@ -298,15 +298,17 @@ class StableShrink:
             # The stub says what the replay knew when it compacted the result: a read superseded only
             # later keeps the stub it got by age (so the prefix does not change under the cache).
             stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
+            result = messages[candidate.index]
             if stubs is not None and stale == (candidate.superseded_by is not None):
                 size, saving = stubs[ordinal]
-                stub = dict(messages[candidate.index])
+                stub = dict(result)
                 stub["content"] = stub_text(candidate.name, candidate.call, size, SUPERSEDED if stale else AGAIN)
-                ctx.seed(stub, ctx.tokens(messages[candidate.index]) - saving)  # (what counting it gives)
+                ctx.seed(stub, ctx.tokens(result) - saving)  # (what counting it gives)
+                saved += saving  # (what counting the stub gives, less the result's tokens)
             else:
-                stub = compact(messages[candidate.index], candidate, superseded=stale)
+                stub = compact(result, candidate, superseded=stale)
+                saved += ctx.tokens(result) - ctx.tokens(stub)
             out[candidate.index] = stub
-            saved += ctx.tokens(messages[candidate.index]) - ctx.tokens(stub)
             counts["superseded" if stale else "compacted"] += 1
         cut_turns = None
         if cut:
