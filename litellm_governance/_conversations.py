@@ -20,11 +20,11 @@ written out in C by `_tokens.exact_bytes` (every value with its type, every dict
 no back-references, so the same messages give the same bytes whoever built them; `pickle` with its
 memo off, which writes them in half the time `marshal` version 2 took, for the same guarantees),
 and those bytes are compared by Python's hash of them (keyed per process, as the token cache keys
-texts), chained over the stretches each request added: each request hashes its bytes once. A step resumes its walk
-where the kept one stood and walks on; what it reuses is what it would compute from those messages
-again, so governing gives the same bytes with or without this (`tests/test_conversations.py`), and
-where the check fails, or a later message could change what a walk found, everything is computed
-afresh.
+texts), chained over the stretches each request added: each request hashes its bytes once. A step
+resumes its walk where the kept one stood and walks on; what it reuses is what it would compute from
+those messages again, so governing gives the same bytes with or without this
+(`tests/test_conversations.py`), and where the check fails, or a later message could change what a
+walk found, everything is computed afresh.
 
 A conversation is found by its system prompt and first items (with the format and the encoding),
 a few candidates a key. What a conversation keeps grows with its messages (about 300
