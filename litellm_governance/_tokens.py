@@ -488,8 +488,9 @@ def fingerprint(value: object) -> object:
 class _ExactWriter(pickle.Pickler):
     """`pickle` (protocol 3) with its memo off (``fast``): every object is written out whole where
     it stands, never as a reference to an earlier one, so the bytes depend on the values alone and
-    not on which objects the parser or the client shared. Values JSON cannot hold but a container,
-    string, number, ``True``, ``False`` and ``None`` are refused, not pickled by their class."""
+    not on which objects the parser or the client shared. Anything but the exact types ``dict``,
+    ``list``, ``tuple``, ``str``, ``bytes``, ``int``, ``float``, ``bool`` and ``None`` is refused,
+    not pickled by its class (`pickle` asks `reducer_override` of every other object)."""
 
     def reducer_override(self, obj: object) -> NoReturn:
         raise ValueError(f"not a JSON value: {type(obj).__name__}")

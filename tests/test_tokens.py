@@ -399,13 +399,10 @@ def test_a_lists_first_items_are_the_same_bytes_in_a_longer_list(items: list[Any
     assert bytes(_tokens.exact_bytes([None, None, *items, *more])).startswith(short[:-2])
 
 
-@pytest.mark.parametrize("value", [{1, 2}, object(), b"", type, len, type("D", (dict,), {})(), [1.5j]])
+@pytest.mark.parametrize("value", [{1, 2}, object(), type, len, type("D", (dict,), {})(), [1.5j]])
 def test_exact_bytes_refuse_what_json_cannot_hold(value: object) -> None:
-    """A value JSON cannot hold (but bytes, which JSON never gives) is refused, never pickled by its
-    class (whose pickling could be anything)."""
-    if isinstance(value, bytes):
-        assert bytes(_tokens.exact_bytes(value))
-        return
+    """A value JSON cannot hold is refused, never pickled by its class (whose pickling could be
+    anything)."""
     with pytest.raises(ValueError, match="not a JSON value"):
         _tokens.exact_bytes([{"k": value}])
 
