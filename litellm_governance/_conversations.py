@@ -76,8 +76,8 @@ class Seen:
     """A conversation's previous request, up to its `_TAIL` newest items, as plain values."""
 
     key: int
-    #: The hash of the bytes of those items (after the list header), chained over `stretches` (the
-    #: lengths of what each request added, `_chain`); their length.
+    #: The hash of the bytes of those items (`exact_bytes`, without what the list writes around
+    #: them), chained over `stretches` (the lengths of what each request added, `_chain`); their length.
     digest: int
     stretches: tuple[int, ...]
     size: int
@@ -97,21 +97,20 @@ class Recall:
     ``cache_control`` breakpoint to the newest message), read into the first `mark` outline
     messages (`leave`)."""
 
-    __slots__ = ("_blob", "_extends", "_items", "_key", "_size", "_store", "mark", "reuse", "seen")
+    __slots__ = ("_extends", "_items", "_key", "_store", "_written", "mark", "reuse", "seen")
 
     def __init__(
         self,
         store: Conversations,
         key: int,
-        blob: memoryview,
+        written: memoryview,
         *,
         history: list[Any],
         outline: Outline,
         seen: Seen | None,
     ) -> None:
-        self._store, self._key, self._blob, self._extends = store, key, blob, seen
+        self._store, self._key, self._written, self._extends = store, key, written, seen
         self._items = max(0, len(history) - _TAIL)
-        self._size = len(blob) - _HEADER - _TRAILER  # (the bytes of those items only)
         self.mark = outline.prefix(self._items) if self._items else 0
         self.reuse = min(outline.prefix(seen.items), seen.messages) if seen is not None else 0
         self.seen = seen if self.reuse > 0 else None
@@ -121,12 +120,12 @@ class Recall:
         steps' walks over them), for the next one of the conversation, in place of the one it extended."""
         if self.mark <= 0:
             return
-        before, size = self._extends, self._size
+        before, size = self._extends, len(self._written)
         if before is not None and before.size <= size and len(before.stretches) < _STRETCHES:
             digest, stretches = before.digest, (*before.stretches, size - before.size)
-            digest = _chain(digest, self._blob[_HEADER + before.size : _HEADER + size])
+            digest = _chain(digest, self._written[before.size :])
         else:
-            digest, stretches = _chain(0, self._blob[_HEADER : _HEADER + size]), (size,)
+            digest, stretches = _chain(0, self._written), (size,)
         seen = Seen(self._key, digest, stretches, size, self._items, self.mark, counts, walks)
         self._store.keep(seen, replacing=before)
 
@@ -170,23 +169,23 @@ class Conversations:
         kept = len(history) - _TAIL  # what this request keeps (see `Recall`)
         try:
             blob = exact_bytes([*_LEAD, *history[: max(0, kept)]])
+            written = blob[_HEADER : len(blob) - _TRAILER]  # (the bytes of those items only: a view)
             key = hash((outline.format, encoding, exact_bytes((system, history[:_OPENING]))))
         except (ValueError, RecursionError):  # a value JSON cannot hold, or nesting too deep
             return None
         with self._lock:
             bucket = self._by_key.get(key, ())
-        body = len(blob) - _HEADER - _TRAILER
         found = None
         for seen in bucket:
-            if seen.items <= kept and seen.size <= body:
-                digest, at = 0, _HEADER
+            if seen.items <= kept and seen.size <= len(written):
+                digest, at = 0, 0
                 for length in seen.stretches:
-                    digest = _chain(digest, blob[at : at + length])
+                    digest = _chain(digest, written[at : at + length])
                     at += length
                 if digest == seen.digest:
                     found = seen
                     break
-        return Recall(self, key, blob, history=history, outline=outline, seen=found)
+        return Recall(self, key, written, history=history, outline=outline, seen=found)
 
     def keep(self, seen: Seen, *, replacing: Seen | None = None) -> None:
         """Keep `seen` (in place of `replacing`, the request it extended), then forget the least
