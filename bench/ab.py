@@ -12,6 +12,12 @@ under another name (``litellm_governance_before``); the workload and the tiktoke
 warm / cold, and warm after / before (of the medians, and of the fastest repetitions: on a loaded
 machine the least disturbed run of each says more than a median).
 
+    python bench/ab.py --against f6b7324 --proxy-heap   # timed in a heap of a proxy's size
+
+``--proxy-heap`` imports LiteLLM before timing (`bench.speed.proxy_sized_heap`): a warm pass then takes
+1.2-1.4 times as long, as in a proxy, where the CPU caches are colder; a change that reads less memory
+shows there.
+
     python bench/ab.py --against ceed9cf --check    # identical output, no timing
 
 ``--check`` times nothing: it asserts that both commits write the same request body (as JSON) and
@@ -291,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=formats.MODEL, help="the model the requests name (zai/glm-4.6: strict roles, notes merged)"
     )
+    parser.add_argument("--proxy-heap", action="store_true", help="time in a heap of a proxy's size (LiteLLM imported)")
     parser.add_argument("--check", action="store_true", help="assert identical output instead of timing")
     parser.add_argument("--fuzz", type=int, default=0, metavar="N", help="with --check: N generated requests too")
     args = parser.parse_args(argv)
@@ -298,12 +305,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         packages = {"before": load_before(args.against, Path(tmp)), "after": litellm_governance}
         if args.check:
             return check(packages, args.messages) or (fuzz(packages, args.fuzz) if args.fuzz else 0)
+        heap = f", in a heap of {speed.proxy_sized_heap():,} objects (LiteLLM imported)" if args.proxy_heap else ""
         timed = speed.interleave(measures(packages, args.messages, args.window, args.model), reps=args.reps)
     med = {key: statistics.median(values) for key, values in timed.items()}
     low = {key: min(values) for key, values in timed.items()}  # the least disturbed repetition
     print(
         f"# `{args.against}` against the working tree: {args.model}, {args.messages} messages, "
-        f"{args.window:,}-token window, medians of {args.reps} interleaved\n"
+        f"{args.window:,}-token window, medians of {args.reps} interleaved{heap}\n"
     )
     print(
         "| format | pass | cold before | cold after | warm before | warm after | cold / pass | warm / cold "

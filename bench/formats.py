@@ -2,9 +2,10 @@
 (Codex) — against the tiktoken floor, warm, and with 4x the history.
 
 Run ``python bench/formats.py`` from the repository root (``--quick`` for a smoke run;
-``--profile`` prints, instead, cProfile's hot spots of cold and warm per format at 400 messages). For each
-format, on the same realistic sessions (`bench.sessions`, dressed by `bench.agent_shapes`) for
-``openai/gpt-4o`` (o200k_base), with the request's tool schemas:
+``--profile`` prints, instead, cProfile's hot spots of cold and warm per format at 400 messages;
+``--proxy-heap`` times in a heap of a proxy's size, LiteLLM imported: `bench.speed.proxy_sized_heap`).
+For each format, on the same realistic sessions (`bench.sessions`, dressed by `bench.agent_shapes`)
+for ``openai/gpt-4o`` (o200k_base), with the request's tool schemas:
 
 * **tiktoken pass**: one ``encode_ordinary`` over every string governance must count in the
   request (message text, tool-call names, ids and arguments, thinking, reasoning items, tool
@@ -133,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--profile", action="store_true", help="cProfile cold and warm per format (400 messages)")
+    parser.add_argument("--proxy-heap", action="store_true", help="time in a heap of a proxy's size (LiteLLM imported)")
     args = parser.parse_args(argv)
     if args.profile:
         return print_profiles(reps=args.reps or 20)
@@ -145,9 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             found, tokens[(fmt, n)] = measures(fmt, n)
             for name, measure in found.items():
                 all_measures[(fmt, n, name)] = measure
+    heap = f", in a heap of {speed.proxy_sized_heap():,} objects (LiteLLM imported)" if args.proxy_heap else ""
     timed = speed.interleave(all_measures, reps=reps)
     med = {key: speed.median(values) for key, values in timed.items()}
-    print(f"# govern_request per format ({MODEL}, medians of {reps}, interleaved)\n")
+    print(f"# govern_request per format ({MODEL}, medians of {reps}, interleaved{heap})\n")
     print(
         "| format | messages | tokens | tiktoken pass | buffer pass | cold | warm | cold / pass "
         "| cold / buffer pass | warm / cold |"

@@ -6,6 +6,7 @@ Tiny sessions, one repetition: this checks that the benchmark works, never how f
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,14 +119,25 @@ def test_metrics_benchmark_prints_its_table() -> None:
 
 def test_formats_bench_prints_both_passes_and_every_ratio(capsys: pytest.CaptureFixture[str]) -> None:
     """bench/formats.py --quick runs end to end: per format, the tiktoken pass the targets take, the
-    pass counted as governance counts (tiktoken's rank buffer), cold, warm and their ratios."""
+    pass counted as governance counts (tiktoken's rank buffer), cold, warm and their ratios (here in a
+    heap of a proxy's size, which its title says)."""
     from bench import formats
 
-    assert formats.main(["--quick", "--reps", "1"]) == 0
+    assert formats.main(["--quick", "--reps", "1", "--proxy-heap"]) == 0
     out = capsys.readouterr().out
+    assert re.search(r"interleaved, in a heap of [\d,]+ objects \(LiteLLM imported\)\)", out), out[:300]
     assert "| tiktoken pass | buffer pass | cold | warm | cold / pass | cold / buffer pass | warm / cold |" in out
     for fmt in ("chat", "anthropic", "responses"):
         assert f"| {fmt} | 400 | " in out
+
+
+def test_a_proxy_sized_heap_is_litellms() -> None:
+    """`bench.speed.proxy_sized_heap` leaves LiteLLM imported and says how many objects the collector
+    tracks then: a proxy's heap, an order of magnitude more than the benches' own (about 24,000)."""
+    from bench import speed
+
+    objects = speed.proxy_sized_heap()
+    assert "litellm" in sys.modules and objects > 200_000
 
 
 def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFixture[str]) -> None:
