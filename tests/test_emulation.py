@@ -1183,3 +1183,32 @@ def test_the_emulated_anthropic_reads_from_the_newest_compaction_block() -> None
     verdict = emulator.answer("messages", anthropic(*dead, *live), headers={})
     assert verdict.rejection is None
     assert verdict.tokens == emulator.answer("messages", anthropic(*live)).tokens
+
+
+def test_a_port_is_handed_out_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`free_port` never returns a port it returned before in this process, even when the system offers
+    it again at once: two proxies started together (the demo's) would otherwise get the same port, and
+    one proxy's readiness check would be answered by the other."""
+    from litellm_governance.testing import proxy
+
+    offered = iter([41_001, 41_001, 41_002, 41_001, 41_002, 41_003])
+
+    class Socket:
+        def __init__(self, *args: object) -> None:
+            self.port = next(offered)
+
+        def __enter__(self) -> Socket:
+            return self
+
+        def __exit__(self, *args: object) -> None:
+            return None
+
+        def bind(self, address: object) -> None:
+            return None
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(proxy, "_HANDED_OUT", set())
+    monkeypatch.setattr(proxy.socket, "socket", Socket)
+    assert [proxy.free_port() for _ in range(3)] == [41_001, 41_002, 41_003]

@@ -47,11 +47,26 @@ def _stop_all() -> None:
         proxy.stop(timeout=5)
 
 
+_HANDED_OUT: set[int] = set()  # every port `free_port` has returned in this process
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port that was free on 127.0.0.1 a moment ago, and that this process was not given before.
+
+    The system may offer a port again as soon as the socket that found it is closed. Two proxies
+    started at once (the demo starts both of its proxies in threads) could then get the same port:
+    one binds it, the other fails, and the other's readiness check is answered by the first, so its
+    requests reach a proxy with another master key ("No connected db.")."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        with _HANDED_OUT_LOCK:
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise OSError("no free port on 127.0.0.1 that this process was not given before")
 
 
 def proxy_env(
