@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         packages = {"before": load_before(args.against, Path(tmp)), "after": litellm_governance}
         if args.check:
             return check(packages, args.messages) or (fuzz(packages, args.fuzz) if args.fuzz else 0)
-        heap = f", in a heap of {speed.proxy_sized_heap():,} objects (LiteLLM imported)" if args.proxy_heap else ""
+        heap = speed.proxy_heap_note(args.proxy_heap)
         timed = speed.interleave(measures(packages, args.messages, args.window, args.model), reps=args.reps)
     med = {key: statistics.median(values) for key, values in timed.items()}
     low = {key: min(values) for key, values in timed.items()}  # the least disturbed repetition

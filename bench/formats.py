@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             found, tokens[(fmt, n)] = measures(fmt, n)
             for name, measure in found.items():
                 all_measures[(fmt, n, name)] = measure
-    heap = f", in a heap of {speed.proxy_sized_heap():,} objects (LiteLLM imported)" if args.proxy_heap else ""
+    heap = speed.proxy_heap_note(args.proxy_heap)
     timed = speed.interleave(all_measures, reps=reps)
     med = {key: speed.median(values) for key, values in timed.items()}
     print(f"# govern_request per format ({MODEL}, medians of {reps}, interleaved{heap})\n")

@@ -18,7 +18,11 @@ and stops there: `bench/load.py --rounds 3` shows it on a real proxy.
 
 instead governs, in this process, rounds of `bench/load.py`'s fresh sessions (48 a round, 6 requests
 each from 300 messages, half chat to GLM, half Claude Code's to Claude, 32k windows) and prints how many
-entries each cache holds after each round: how fast each fills towards its bound.
+entries each cache holds after each round, how fast each fills towards its bound, and what the
+process holds then (after a collection): its resident memory, and the memory blocks Python has
+allocated (`sys.getallocatedblocks`: what goes on growing once the objects the collector tracks stop,
+as strings and numbers do). Where those level off, in seconds a round rather than `bench/load.py`'s
+minutes, is where the plugin's share of a proxy's memory does.
 """
 
 from __future__ import annotations
@@ -127,6 +131,7 @@ def fill_rate(rounds: int, *, sessions: int) -> int:
     """Entries per cache after each round of fresh sessions governed here (see the module docstring)."""
     from bench.load import WINDOW, Plan
     from litellm_governance import govern_request
+    from litellm_governance._conversations import conversations
     from litellm_governance._pipeline import token_cache
 
     models = {"glm": "zai/glm-4.6", "claude": "anthropic/claude-sonnet-4-5-20250929"}
@@ -134,18 +139,34 @@ def fill_rate(rounds: int, *, sessions: int) -> int:
     print(
         f"# Cache entries after each round of {sessions} fresh sessions (`python bench/memory.py --rounds {rounds}`)\n"
     )
-    print("| after round | token cache | per-result stores (size, failure) | call-name caches |")
-    print("|---:|---:|---:|---:|")
+    print(
+        "| after round | token cache | per-result stores (size, failure) | call-name caches "
+        "| conversations (messages) | resident memory | allocated blocks |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    store = conversations(GovernanceConfig().conversation_cache_size)
     for number in range(rounds):
         for requests in plan.requests(10_000 * number):
             for _, raw in requests:
                 body = json.loads(raw)
                 govern_request(body, model=models[body["model"]], model_info={"max_input_tokens": WINDOW})
         calls = len(_calls._CALLS)
+        gc.collect()
         print(
-            f"| {number + 1} | {len(token_cache()):,} | {len(_calls._SIZES):,}, {len(_calls._FAILURES):,} | {calls:,} |"
+            f"| {number + 1} | {len(token_cache()):,} | {len(_calls._SIZES):,}, {len(_calls._FAILURES):,} | {calls:,} "
+            f"| {store.messages:,} | {resident_mib()} | {sys.getallocatedblocks():,} |"
         )
     return 0
+
+
+def resident_mib() -> str:
+    """This process's resident memory ("n/a" where ``/proc`` does not say)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return "n/a"
+    found = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
+    return f"{int(found[0]) / 1024:.1f} MiB" if found else "n/a"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "median",
     "message_strings",
     "profile",
+    "proxy_heap_note",
     "proxy_sized_heap",
     "rank_buffer_pass",
     "repeat",
@@ -64,6 +65,12 @@ def proxy_sized_heap() -> int:
 
     gc.collect()
     return len(gc.get_objects())
+
+
+def proxy_heap_note(proxy_heap: bool) -> str:
+    """For a bench's ``--proxy-heap``: make the heap a proxy's (`proxy_sized_heap`) and say so in the
+    table's title; nothing without it."""
+    return f", in a heap of {proxy_sized_heap():,} objects (LiteLLM imported)" if proxy_heap else ""
 
 
 def median(values: Sequence[float]) -> float:

@@ -138,6 +138,9 @@ def test_a_proxy_sized_heap_is_litellms() -> None:
 
     objects = speed.proxy_sized_heap()
     assert "litellm" in sys.modules and objects > 200_000
+    # the benches' title, from one place: said only with the option
+    assert speed.proxy_heap_note(False) == ""
+    assert re.fullmatch(r", in a heap of [\d,]+ objects \(LiteLLM imported\)", speed.proxy_heap_note(True))
 
 
 def test_memory_bench_prints_what_the_full_caches_hold(capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,7 +156,13 @@ def test_memory_bench_counts_entries_per_round(capsys: pytest.CaptureFixture[str
     from bench import memory
 
     assert memory.main(["--rounds", "1", "--quick"]) == 0
-    assert "| 1 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| conversations (messages) | resident memory | allocated blocks |" in out
+    (row,) = [line for line in out.splitlines() if line.startswith("| 1 |")]
+    *_, kept, resident, blocks, _ = row.split("|")
+    # the round's two sessions are kept, and the process's memory is read after it
+    assert int(kept.strip().replace(",", "")) > 0
+    assert re.fullmatch(r" \d+\.\d MiB ", resident) and int(blocks.strip().replace(",", "")) > 100_000
 
 
 def test_collector_bench_counts_the_collections_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
