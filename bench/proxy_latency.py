@@ -16,7 +16,8 @@ one right after the other, so the machine's drift over a loop cancels out) and t
 own time per governing pass in that proxy (its ``litellm_governance_latency_seconds`` histogram,
 read in the proxy by `bench.proxy_probes`, loaded into both proxies alike): the mean over the
 loop's turns, and the time a request spends in all the plugin's hook methods there
-(`bench.proxy_probes.hooks`): the pass and what surrounds it, to hold against what the plugin adds.
+(`bench.proxy_probes.hooks`): the pass and what surrounds it, to hold against what the plugin adds;
+and a second table with that time per hook method (the pre-call hook holds the pass).
 """
 
 from __future__ import annotations
@@ -83,9 +84,19 @@ def passes(directory: Path, proxy: ProxyProcess, fmt: str) -> tuple[float, float
     return float(found[0]), float(found[1])
 
 
-def in_hooks(directory: Path, proxy: ProxyProcess) -> float:
-    """Seconds `proxy` has spent in the plugin's hook methods so far, all of them."""
-    return sum(float(seconds) for seconds, _ in (read(directory, proxy.process.pid, "hooks") or {}).values())
+def in_hooks(directory: Path, proxy: ProxyProcess) -> dict[str, float]:
+    """Seconds `proxy` has spent in each of the plugin's hook methods so far."""
+    return {name: float(seconds) for name, (seconds, _) in (read(directory, proxy.process.pid, "hooks") or {}).items()}
+
+
+#: The hook methods of the per-method table, in the order a request meets them (short names).
+HOOKS = (
+    ("async_pre_call_hook", "pre-call"),
+    ("async_pre_call_deployment_hook", "deployment"),
+    ("async_post_call_success_deployment_hook", "deployment answered"),
+    ("async_post_call_response_headers_hook", "header"),
+    ("async_log_success_event", "success logged"),
+)
 
 
 # (label, route, model group, session size, body from a chat session)
@@ -164,7 +175,8 @@ def _loop(
     time.sleep(0.2)
     spent_after, count_after = passes(probe, with_plugin, fmt)
     mean_pass = (spent_after - spent) / (count_after - count) if count_after > count else None
-    hooks = (in_hooks(probe, with_plugin) - hooks_before) / turns
+    hooks_after = in_hooks(probe, with_plugin)
+    hooks = {name: (seconds - hooks_before.get(name, 0.0)) / turns for name, seconds in hooks_after.items()}
     return label, size, len(history), times, (received["with"], received["without"]), mean_pass, hooks
 
 
@@ -212,9 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         own = f"{mean_pass * 1000:.1f} ms" if mean_pass is not None else "n/a"
         print(
             f"| {label} | {size}→{length} | {with_ms:.1f} ms | {without_ms:.1f} ms | {added * 1000:+.1f} ms | "
-            f"{low * 1000:+.1f} … {high * 1000:+.1f} ms | {own} | {hooks * 1000:.1f} ms | "
+            f"{low * 1000:+.1f} … {high * 1000:+.1f} ms | {own} | {sum(hooks.values()) * 1000:.1f} ms | "
             f"{received[0]} / {received[1]} |"
         )
+    print("\nIts hooks, each method (ms a request, mean over the loop's turns):\n")
+    print("| route | history (chat messages) | " + " | ".join(short for _, short in HOOKS) + " |")
+    print("|---|---:|" + "---:|" * len(HOOKS))
+    for label, size, length, _, _, _, hooks in rows:
+        spent = " | ".join(f"{hooks.get(name, 0.0) * 1000:.2f}" for name, _ in HOOKS)
+        print(f"| {label} | {size}→{length} | {spent} |")
     print("\nMedians of client-side round trips on loopback; the upstream answers at once, so the")
     print("difference is the plugin's share (both hooks) of a request's time in the proxy. Added: the median")
     print("of each turn's difference (the same body to both proxies, one right after the other, which goes")
@@ -223,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     print("which saves some of the time the plugin spends. The plugin's pass: its own histogram")
     print("(litellm_governance_latency_seconds) in the proxy, mean over the loop's turns (n/a without")
     print("prometheus_client). Its hooks: every hook method of the plugin's callback timed in the proxy")
-    print("(bench.proxy_probes.hooks), all of them per request: the pass, and what surrounds it.")
+    print("(bench.proxy_probes.hooks), all of them per request: the pass, and what surrounds it; the second")
+    print("table splits them by method (the pre-call hook holds the pass and the history's scan before it).")
     return 0
 
 

@@ -137,18 +137,23 @@ def test_proxy_latency_benchmark_runs() -> None:
         timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    table, split = done.stdout.split("Its hooks, each method")  # the table, then its hooks per method
     header = (
         "| route | history (chat messages) | with plugin | without | added | added, middle half "
         "| the plugin's pass (mean) | its hooks (a request) |"
     )
-    assert header in done.stdout
-    assert done.stdout.count("| /v1/messages, ") == 2 and done.stdout.count("| /v1/responses, ") == 2
-    rows = [line for line in done.stdout.splitlines() if line.startswith(("| chat", "| /v1/"))]
+    assert header in table
+    assert table.count("| /v1/messages, ") == 2 and table.count("| /v1/responses, ") == 2
+    rows = [line for line in table.splitlines() if line.startswith(("| chat", "| /v1/"))]
     # its hooks, timed in the proxy by bench.proxy_probes.hooks: some time on every route
     hooks = [float(m.group(1)) for row in rows if (m := re.search(r"\| (\d+\.\d) ms \| \d+ / \d+ \|$", row))]
     assert len(rows) == 7 and len(hooks) == 7 and all(ms > 0 for ms in hooks), rows
     if importlib.util.find_spec("prometheus_client") is not None:  # the plugin's own histogram, read in the proxy
         assert all(re.search(r"\| \d+\.\d ms \| \d+\.\d ms \| \d+ / \d+ \|$", row) for row in rows), rows
+    # the same hooks per method: a row per loop, the pre-call hook (where the pass runs) timed on each
+    assert "| route | history (chat messages) | pre-call | deployment | deployment answered | header |" in split
+    methods = [line.split("|")[3:-1] for line in split.splitlines() if line.startswith(("| chat", "| /v1/"))]
+    assert len(methods) == 7 and all(float(row[0]) > 0 for row in methods), methods
 
 
 @pytest.mark.scale
