@@ -73,15 +73,17 @@ def rss_mib(proxy: ProxyProcess) -> float:
         pids += [int(p) for p in children]
     except OSError:
         pass
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
+    return sum(resident_kib(pid) or 0 for pid in pids) / 1024
+
+
+def resident_kib(pid: int | str = "self") -> int | None:
+    """Resident memory of process `pid` (this one by default), in KiB; None where ``/proc`` does not say."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
+    return int(found[0]) if found else None
 
 
 Request = tuple[str, bytes]  # (route, JSON body)

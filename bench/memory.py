@@ -129,7 +129,7 @@ def fill_conversations(size: int, bodies: list[str], config: GovernanceConfig) -
 
 def fill_rate(rounds: int, *, sessions: int) -> int:
     """Entries per cache after each round of fresh sessions governed here (see the module docstring)."""
-    from bench.load import WINDOW, Plan
+    from bench.load import WINDOW, Plan, resident_kib
     from litellm_governance import govern_request
     from litellm_governance._conversations import conversations
     from litellm_governance._pipeline import token_cache
@@ -154,19 +154,13 @@ def fill_rate(rounds: int, *, sessions: int) -> int:
         gc.collect()
         print(
             f"| {number + 1} | {len(token_cache()):,} | {len(_calls._SIZES):,}, {len(_calls._FAILURES):,} | {calls:,} "
-            f"| {store.messages:,} | {resident_mib()} | {sys.getallocatedblocks():,} |"
+            f"| {store.messages:,} | {resident(resident_kib())} | {sys.getallocatedblocks():,} |"
         )
     return 0
 
 
-def resident_mib() -> str:
-    """This process's resident memory ("n/a" where ``/proc`` does not say)."""
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:
-        return "n/a"
-    found = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
-    return f"{int(found[0]) / 1024:.1f} MiB" if found else "n/a"
+def resident(kib: int | None) -> str:
+    return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
