@@ -17,7 +17,8 @@ own time per governing pass in that proxy (its ``litellm_governance_latency_seco
 read in the proxy by `bench.proxy_probes`, loaded into both proxies alike): the mean over the
 loop's turns, and the time a request spends in all the plugin's hook methods there
 (`bench.proxy_probes.hooks`): the pass and what surrounds it, to hold against what the plugin adds;
-and a second table with that time per hook method (the pre-call hook holds the pass).
+and a second table with that time per hook method (the pre-call hook holds the pass) and the walks
+they make over a request's history before governing it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent_shapes import to_claude_code, to_codex
-from bench.proxy_probes import DIR_ENV, read
+from bench.proxy_probes import DIR_ENV, WALKS, read
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance.testing import ProxyProcess, RecordingUpstream, start_proxy
 
@@ -84,9 +85,11 @@ def passes(directory: Path, proxy: ProxyProcess, fmt: str) -> tuple[float, float
     return float(found[0]), float(found[1])
 
 
-def in_hooks(directory: Path, proxy: ProxyProcess) -> dict[str, float]:
-    """Seconds `proxy` has spent in each of the plugin's hook methods so far."""
-    return {name: float(seconds) for name, (seconds, _) in (read(directory, proxy.process.pid, "hooks") or {}).items()}
+def in_hooks(directory: Path, proxy: ProxyProcess) -> dict[str, tuple[float, int]]:
+    """Seconds `proxy` has spent in each of the plugin's hook methods so far, and their calls (under
+    `WALKS`: its hooks' walks over a history, which their seconds include)."""
+    found = read(directory, proxy.process.pid, "hooks") or {}
+    return {name: (float(seconds), int(calls)) for name, (seconds, calls) in found.items()}
 
 
 #: The hook methods of the per-method table, in the order a request meets them (short names).
@@ -176,8 +179,13 @@ def _loop(
     spent_after, count_after = passes(probe, with_plugin, fmt)
     mean_pass = (spent_after - spent) / (count_after - count) if count_after > count else None
     hooks_after = in_hooks(probe, with_plugin)
-    hooks = {name: (seconds - hooks_before.get(name, 0.0)) / turns for name, seconds in hooks_after.items()}
-    return label, size, len(history), times, (received["with"], received["without"]), mean_pass, hooks
+    hooks = {
+        name: (seconds - hooks_before.get(name, (0.0, 0))[0]) / turns
+        for name, (seconds, _) in hooks_after.items()
+        if name != WALKS
+    }
+    walks = (hooks_after.get(WALKS, (0.0, 0))[1] - hooks_before.get(WALKS, (0.0, 0))[1]) / turns
+    return label, size, len(history), times, (received["with"], received["without"]), mean_pass, hooks, walks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "| the plugin's pass (mean) | its hooks (a request) | received (with / without) |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for label, size, length, times, received, mean_pass, hooks in rows:
+    for label, size, length, times, received, mean_pass, hooks, _ in rows:
         with_ms = statistics.median(times["with"]) * 1000
         without_ms = statistics.median(times["without"]) * 1000
         low, added, high = paired(times["with"], times["without"])
@@ -228,11 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{received[0]} / {received[1]} |"
         )
     print("\nIts hooks, each method (ms a request, mean over the loop's turns):\n")
-    print("| route | history (chat messages) | " + " | ".join(short for _, short in HOOKS) + " |")
-    print("|---|---:|" + "---:|" * len(HOOKS))
-    for label, size, length, _, _, _, hooks in rows:
+    print("| route | history (chat messages) | " + " | ".join(short for _, short in HOOKS) + " | history walks |")
+    print("|---|---:|" + "---:|" * (len(HOOKS) + 1))
+    for label, size, length, _, _, _, hooks, walks in rows:
         spent = " | ".join(f"{hooks.get(name, 0.0) * 1000:.2f}" for name, _ in HOOKS)
-        print(f"| {label} | {size}→{length} | {spent} |")
+        print(f"| {label} | {size}→{length} | {spent} | {walks:.1f} |")
     print("\nMedians of client-side round trips on loopback; the upstream answers at once, so the")
     print("difference is the plugin's share (both hooks) of a request's time in the proxy. Added: the median")
     print("of each turn's difference (the same body to both proxies, one right after the other, which goes")
@@ -242,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     print("(litellm_governance_latency_seconds) in the proxy, mean over the loop's turns (n/a without")
     print("prometheus_client). Its hooks: every hook method of the plugin's callback timed in the proxy")
     print("(bench.proxy_probes.hooks), all of them per request: the pass, and what surrounds it; the second")
-    print("table splits them by method (the pre-call hook holds the pass and the history's scan before it).")
+    print("table splits them by method (the pre-call hook holds the pass), and counts the walks they make")
+    print("over a request's history before governing it (fields.scan_history: its size, its compaction blocks;")
+    print("none where the proxy declares the body's length and every deployment compacts natively).")
     return 0
 
 

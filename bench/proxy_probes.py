@@ -9,7 +9,9 @@ inside the proxy and writes it, after every logged request, to ``$PROXY_PROBE_DI
   prometheus_client's registry in that process (empty without prometheus_client);
 * ``bench.proxy_probes.hooks`` (`bench/proxy_latency.py`): every hook method of the plugin's callback
   (`GovernanceHook`'s coroutines), timed around it: seconds and calls per method (nothing in a proxy
-  without the plugin, where none is called).
+  without the plugin, where none is called); and, under `WALKS`, the walks over a history the hooks
+  make before governing it (`integration.fields.scan_history`, which they need only for a request
+  whose size the proxy does not declare or whose compaction a deployment needs replaced).
 
 Each is made on first access (a module ``__getattr__``, as LiteLLM resolves the dotted path), so a
 proxy that loads only ``passes`` does not time its collections.
@@ -29,6 +31,8 @@ from typing import Any
 
 DIR_ENV = "PROXY_PROBE_DIR"
 FORMATS = ("chat", "anthropic", "responses")
+#: The hooks probe's key for the hooks' walks over a history, next to its methods'.
+WALKS = "scan_history"
 
 
 def _probe(name: str, snapshot: Callable[[], object]) -> Any:
@@ -113,6 +117,23 @@ def _hooks() -> Any:
     for name, method in list(vars(GovernanceHook).items()):
         if name.startswith("async_") and inspect.iscoroutinefunction(method):  # not the streaming generator
             setattr(GovernanceHook, name, timed(name, method))
+    from litellm_governance.integration import context_editing, fields, hook, passes
+
+    scan = fields.scan_history
+
+    @functools.wraps(scan)
+    def walk(history: Any, fmt: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return scan(history, fmt)
+        finally:
+            found = spent.setdefault(WALKS, [0.0, 0])
+            found[0] += time.perf_counter() - started
+            found[1] += 1
+
+    for module in (fields, context_editing, hook, passes):  # wherever the plugin looks it up
+        if hasattr(module, "scan_history"):
+            module.scan_history = walk  # type: ignore[attr-defined]
     return _probe("hooks", lambda: spent)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -187,10 +189,11 @@ def test_a_hook_the_operator_turned_off_does_nothing(
     """``enabled: false`` makes the hook a no-op, as documented: the same call as above goes out with
     its ``context_management`` left to LiteLLM (no tool result cleared by the plugin), and neither hook
     so much as scans the history."""
-    from litellm_governance.integration import hook
+    from litellm_governance.integration import fields
 
     scanned: list[object] = []
-    monkeypatch.setattr(hook, "scan_history", lambda history, fmt: scanned.append(history))
+    for module in (fields, context_editing):
+        monkeypatch.setattr(module, "scan_history", lambda history, fmt: scanned.append(history))
     _edited_call_to_glm(hooked)
     sent = json.dumps(hooked.requests[-1].body)
     assert CLEARED_TOOL_RESULT not in sent and "OUT-2" in sent  # (LiteLLM 1.108 clears the others itself)
@@ -199,9 +202,11 @@ def test_a_hook_the_operator_turned_off_does_nothing(
 
 class TestOneScanPerRequest:
     """The proxy's two hooks need two facts of a history before governing it — its size (to govern a
-    big one off the event loop) and whether it holds compaction blocks — and get both from one walk
-    (`fields.scan_history`), which the deployment hook does not repeat on the history the pre-call pass
-    governed."""
+    big one off the event loop) and whether it holds compaction blocks — and get both from at most one
+    walk (`fields.scan_history`), which the deployment hook does not repeat on the history the pre-call
+    pass governed. In a proxy the size is the body's ``content-length`` and compaction is looked for only
+    where a deployment needs it replaced, so a request to deployments that compact natively is not
+    walked at all."""
 
     COMPACTED = [
         {"role": "user", "content": "Fix the parser."},
@@ -211,24 +216,40 @@ class TestOneScanPerRequest:
     ]
 
     @staticmethod
-    def _both_hooks(body: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[int]]:
-        """The pre-call hook, then the deployment hook on what it passed on (as a proxy runs them, for a
-        group whose deployments the hook cannot see); the lengths of the histories scanned."""
-        from litellm_governance.integration import fields, hook, passes
+    def _both_hooks(
+        body: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch,
+        *,
+        model: str = "zai/glm-4.6",
+        call_type: str = "anthropic_messages",
+        headers: dict[str, str] | None = None,
+        group: list[str] | None = None,
+    ) -> tuple[dict[str, Any], list[int]]:
+        """The pre-call hook, then the deployment hook on what it passed on (as a proxy runs them: the
+        client's `headers` in ``proxy_server_request``; the model group's deployments `group`, or none
+        the hook can see); the lengths of the histories scanned."""
+        from litellm_governance.integration import fields, hook, passes, routing
 
         scanned: list[int] = []
+        scan = fields.scan_history
 
         def counting(history: Any, fmt: Any) -> fields.HistoryScan:
             scanned.append(len(history))
-            return fields.scan_history(history, fmt)
+            return scan(history, fmt)
 
-        for module in (hook, passes, context_editing):
-            monkeypatch.setattr(module, "scan_history", counting)
+        for module in (fields, context_editing, hook, passes):  # (wherever a walk could be asked for)
+            monkeypatch.setattr(module, "scan_history", counting, raising=False)
+        entries = [{"litellm_params": {"model": name}} for name in group or ()]
+        for module in (context_editing, routing):
+            monkeypatch.setattr(module, "proxy_deployments", lambda _: entries)
+        metadata = "metadata" if call_type == "acompletion" else "litellm_metadata"
         governance = GovernanceHook()
-        data = {**body, "model": "zai/glm-4.6", "litellm_metadata": {}}
-        passed = asyncio.run(governance.async_pre_call_hook(None, None, data, "anthropic_messages")) or data
-        kwargs = {**passed, "model": "zai/glm-4.6"}
-        deployed = asyncio.run(governance.async_pre_call_deployment_hook(kwargs, "anthropic_messages")) or kwargs
+        data = {**body, "model": model, metadata: {}}  # (a group named as its model)
+        if headers is not None:
+            data["proxy_server_request"] = {"headers": MappingProxyType(headers)}
+        passed = asyncio.run(governance.async_pre_call_hook(None, None, data, call_type)) or data
+        kwargs = {**passed, "model": model}
+        deployed = asyncio.run(governance.async_pre_call_deployment_hook(kwargs, call_type)) or kwargs
         return deployed, scanned
 
     def test_a_proxied_request_is_scanned_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,6 +258,68 @@ class TestOneScanPerRequest:
         deployed, scanned = self._both_hooks(body, monkeypatch)
         assert scanned == [len(body["messages"])]
         assert "result omitted from context" in json.dumps(deployed["messages"])  # governed (older results stubbed)
+
+    @pytest.mark.parametrize(
+        ("model", "call_type", "history"),
+        [
+            ("anthropic/claude-sonnet-4-5", "anthropic_messages", "messages"),
+            ("openai/gpt-4.1", "responses", "input"),
+            ("zai/glm-4.6", "acompletion", "messages"),
+        ],
+    )
+    def test_a_request_to_deployments_that_compact_natively_is_not_walked(
+        self, model: str, call_type: str, history: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Claude Code to Anthropic, Codex to OpenAI, chat to anything: the body's length sizes it, and no
+        deployment needs a compaction block replaced (a chat history has none). Without it: one walk each."""
+        body = {"messages": tool_loop(40), "max_tokens": 1024}
+        if call_type == "responses":
+            body = {"input": [{"role": "user", "content": "Fix it."}, *_as_items(tool_loop(40)[1:])]}
+        elif call_type == "acompletion":
+            body = {"messages": _as_chat(tool_loop(40))}
+        length = str(len(json.dumps(body)))
+        deployed, scanned = self._both_hooks(
+            body, monkeypatch, model=model, call_type=call_type, headers={"Content-Length": length}, group=[model]
+        )
+        assert scanned == []
+        assert "result omitted from context" in json.dumps(deployed[history])  # governed all the same
+
+    def test_compaction_is_looked_for_where_a_deployment_lacks_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The same sized request to a group with a deployment that has no compaction (GLM): walked once, for
+        its compaction blocks, and the block replaced before routing. Without the check it would reach GLM."""
+        body = {"messages": self.COMPACTED, "max_tokens": 1024}
+        headers = {"content-length": str(len(json.dumps(body)))}
+        group = ["anthropic/claude-sonnet-4-5", "zai/glm-4.6"]
+        deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=group)
+        assert scanned == [len(self.COMPACTED)]
+        assert deployed["messages"][0]["content"] == [{"type": "text", "text": "The parser fails on empty input."}]
+
+    def test_a_compressed_body_is_sized_by_its_history(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A gzip body's length is not the parsed body's: the history is walked to size it, as outside a proxy."""
+        body = {"messages": _as_chat(tool_loop(40))}
+        headers = {"content-length": "900", "content-encoding": "gzip"}
+        _, scanned = self._both_hooks(body, monkeypatch, call_type="acompletion", headers=headers)
+        assert scanned == [len(body["messages"])]
+
+    @pytest.mark.parametrize(("length", "off_loop"), [("1000001", True), ("1000000", False), ("6000", False)])
+    def test_the_declared_length_decides_what_is_governed_off_the_event_loop(
+        self, length: str, off_loop: bool, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A body longer than `passes.OFF_LOOP_BYTES` is governed in a worker thread, whatever its history
+        holds (a body has 1.4-2.4 bytes for each character of its history's texts: twice `OFF_LOOP_CHARS`)."""
+        from litellm_governance.integration import passes
+
+        threads: list[bool] = []
+        paused = passes._paused
+
+        def recording(run: Any) -> Any:
+            threads.append(threading.current_thread() is not threading.main_thread())
+            return paused(run)
+
+        monkeypatch.setattr(passes, "_paused", recording)
+        body = {"messages": _as_chat(tool_loop(4))}
+        self._both_hooks(body, monkeypatch, call_type="acompletion", headers={"content-length": length})
+        assert threads == [off_loop]
 
     def test_compaction_the_pre_call_pass_left_is_replaced_by_the_deployment_hook(
         self, monkeypatch: pytest.MonkeyPatch
@@ -250,6 +333,84 @@ class TestOneScanPerRequest:
             "content": [{"type": "text", "text": "The parser fails on empty input."}],
         }
         assert deployed["messages"][1:] == self.COMPACTED[-1:]
+
+    def test_after_a_group_that_compacts_natively_the_deployment_checks_its_own(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The pre-call hook did not look for compaction (every deployment of the group has it), so the
+        deployment hook does, for a deployment that has not (a fallback elsewhere): the block replaced."""
+        body = {"messages": self.COMPACTED, "max_tokens": 1024}
+        headers = {"content-length": str(len(json.dumps(body)))}
+        deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=["anthropic/claude-sonnet-4-5"])
+        assert scanned == [len(self.COMPACTED)]
+        assert deployed["messages"][0]["content"] == [{"type": "text", "text": "The parser fails on empty input."}]
+
+
+def _as_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`tool_loop`'s Anthropic messages as chat messages."""
+    chat: list[dict[str, Any]] = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            chat.append(message)
+        elif content[0]["type"] == "tool_use":
+            calls = [
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+                }
+                for b in content
+            ]
+            chat.append({"role": "assistant", "content": None, "tool_calls": calls})
+        else:
+            chat += [{"role": "tool", "tool_call_id": b["tool_use_id"], "content": b["content"]} for b in content]
+    return chat
+
+
+def _as_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`tool_loop`'s tool turns as Responses items."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        for b in message["content"]:
+            if b["type"] == "tool_use":
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": b["id"],
+                        "name": b["name"],
+                        "arguments": json.dumps(b["input"]),
+                    }
+                )
+            else:
+                items.append({"type": "function_call_output", "call_id": b["tool_use_id"], "output": b["content"]})
+    return items
+
+
+class TestDeclaredSize:
+    """`fields.declared_size`: the body's length from the client's headers, as LiteLLM keeps them."""
+
+    @pytest.mark.parametrize(
+        ("headers", "expected"),
+        [
+            ({"content-length": "1234"}, 1234),
+            ({"Content-Length": "1234", "Content-Encoding": "identity"}, 1234),
+            ({"content-length": "1234", "content-encoding": "gzip"}, None),
+            ({"content-length": "12a"}, None),
+            ({"content-length": "-5"}, None),
+            ({"transfer-encoding": "chunked"}, None),
+        ],
+    )
+    def test_headers(self, headers: dict[str, str], expected: int | None) -> None:
+        from litellm_governance.integration.fields import declared_size
+
+        assert declared_size({"proxy_server_request": {"headers": MappingProxyType(headers)}}) == expected
+
+    @pytest.mark.parametrize("data", [{}, {"proxy_server_request": None}, {"proxy_server_request": {"headers": None}}])
+    def test_outside_a_proxy(self, data: dict[str, Any]) -> None:
+        from litellm_governance.integration.fields import declared_size
+
+        assert declared_size(data) is None
 
 
 class TestScanHistory:

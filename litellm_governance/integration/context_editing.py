@@ -130,18 +130,19 @@ def prepare(
     fmt: Format,
     targets: Callable[[], Sequence[tuple[Deployment, bool]]],
     *,
-    compaction: bool | None = None,
+    compaction: Callable[[], bool] | bool | None = None,
 ) -> dict[str, Any] | None:
     """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
     context edits, replace compaction blocks or items. The changed request (a copy), or None.
-    `compaction` says whether the history holds compaction blocks or items, when the caller's
-    `scan_history` already knows (None: looked for here)."""
+    `compaction` says whether the history holds compaction blocks or items, or how to find out
+    (`fields.HistoryFacts.compaction`: asked only when some target lacks compaction; None: looked
+    for here)."""
     history_key = "input" if fmt == "responses" else "messages"
     history = request.get(history_key)
     if fmt == "chat" or not isinstance(history, list):
         return None
     edits = requested_edits(request.get("context_management")) if fmt == "anthropic" else []
-    if not edits and not (scan_history(history, fmt).compaction if compaction is None else compaction):
+    if not edits and compaction is False:
         return None  # the common case, decided without asking LiteLLM anything
     try:
         deployments = list(targets())
@@ -150,6 +151,8 @@ def prepare(
         missing = set(_EVERYTHING)
         for target, translated in deployments:
             missing &= _EVERYTHING - native_features(target, fmt, translated)
+        if not edits and (COMPACT not in missing or not _holds_compaction(history, fmt, compaction)):
+            return None  # nothing to replace, or every target compacts itself: the history not looked at
         return _prepare(request, fmt, history_key, frozenset(missing), deployments[0][0])
     except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
         _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
@@ -164,6 +167,12 @@ def prepare(
             where(exc),
         )
     return None
+
+
+def _holds_compaction(history: list[Any], fmt: Format, compaction: Callable[[], bool] | bool | None) -> bool:
+    if compaction is None:
+        return scan_history(history, fmt).compaction
+    return compaction() if callable(compaction) else compaction
 
 
 def _prepare(

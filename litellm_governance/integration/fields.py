@@ -13,8 +13,10 @@ __all__ = [
     "HISTORY",
     "METADATA",
     "SETTINGS_KEY",
+    "HistoryFacts",
     "HistoryScan",
     "call_id_of",
+    "declared_size",
     "format_of",
     "metadata_key",
     "scan_history",
@@ -102,3 +104,64 @@ def scan_history(history: object, fmt: Format) -> HistoryScan:
                     if blocks and block.get("type") == "compaction":
                         compaction = True
     return HistoryScan(chars, compaction)
+
+
+def declared_size(data: Mapping[str, Any]) -> int | None:
+    """The size in bytes of the body the client sent the proxy, from its ``content-length`` (LiteLLM
+    keeps the client's headers in ``proxy_server_request``); None outside the proxy and for a body
+    sent compressed or without a length."""
+    server_request = data.get("proxy_server_request")
+    headers = server_request.get("headers") if isinstance(server_request, Mapping) else None
+    if not isinstance(headers, Mapping):
+        return None
+    length: object = None
+    for name, value in headers.items():
+        lowered = name.lower() if isinstance(name, str) else ""
+        if lowered == "content-encoding" and isinstance(value, str) and value.strip().lower() != "identity":
+            return None  # the length of the compressed body, not of what was parsed
+        if lowered == "content-length":
+            length = value
+    return int(length) if isinstance(length, str) and length.isascii() and length.isdigit() else None
+
+
+class HistoryFacts:
+    """What the hooks know of one request's history: whether it is big and whether it holds compaction
+    blocks or items, each found out only when first asked for. Both come from one walk (`scan_history`),
+    which a proxied request often needs not at all: the proxy knows the body's size
+    (`declared_size`), a chat history holds no compaction, and whether a history holds any need
+    not be looked at for deployments that compact natively (`context_editing.prepare`)."""
+
+    __slots__ = ("_chars", "_compaction", "_declared", "_fmt", "_history")
+
+    def __init__(
+        self, history: object, fmt: Format, *, declared: int | None = None, compaction: bool | None = None
+    ) -> None:
+        self._history = history
+        self._fmt = fmt
+        self._declared = declared
+        self._chars: int | None = None
+        self._compaction = False if fmt == "chat" else compaction
+
+    def big(self, chars: int, declared_bytes: int) -> bool:
+        """Whether the body is longer than `declared_bytes` (when its length was declared) or its
+        history has more than `chars` characters."""
+        if self._declared is not None:
+            return self._declared > declared_bytes
+        if self._chars is None:
+            self._scan()
+        return self._chars > chars  # type: ignore[operator]  # (set by `_scan`)
+
+    def compaction(self) -> bool:
+        """Whether the history holds a compaction block or item."""
+        if self._compaction is None:
+            self._scan()
+        return self._compaction  # type: ignore[return-value]  # (set by `_scan`)
+
+    def may_hold_compaction(self) -> bool:
+        """False only when the history is known to hold no compaction block or item (without looking)."""
+        return self._compaction is not False
+
+    def _scan(self) -> None:
+        found = scan_history(self._history, self._fmt)
+        self._chars = found.chars
+        self._compaction = found.compaction

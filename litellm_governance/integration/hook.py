@@ -14,7 +14,7 @@ from .._models import Deployment, import_litellm
 from .._request import Format
 from . import context_editing
 from .failures import Failures
-from .fields import HISTORY, SETTINGS_KEY, HistoryScan, format_of, scan_history
+from .fields import HISTORY, SETTINGS_KEY, HistoryFacts, declared_size, format_of
 from .learning import Learning, usage_of, usage_of_log_event
 from .metrics import metrics
 from .passes import Stage, known_plain, run_pass
@@ -79,7 +79,8 @@ class GovernanceHook(CustomLogger):
             data,
             "pre_call",
             fmt,
-            scan=scan_history(data.get(HISTORY[fmt]), fmt),  # both passes' one walk (`passes.known_plain`)
+            # Its size from the body's length, its compaction looked for only if a deployment needs it replaced.
+            facts=HistoryFacts(data.get(HISTORY[fmt]), fmt, declared=declared_size(data)),
             deployments=lambda: context_editing.group_deployments(group, fmt),
             target_of=lambda _: group_target(group, self.config),
         )
@@ -94,8 +95,8 @@ class GovernanceHook(CustomLogger):
             kwargs,
             "deployment",
             fmt,
-            # The history the proxy's pre-call pass governed was scanned there (no compaction in it): not again.
-            scan=None if known_plain(kwargs, fmt) else scan_history(kwargs.get(HISTORY[fmt]), fmt),
+            # The history the proxy's pre-call pass governed, known there to hold no compaction: not looked at again.
+            facts=HistoryFacts(kwargs.get(HISTORY[fmt]), fmt, compaction=False if known_plain(kwargs, fmt) else None),
             deployments=lambda: [(deployment_target(kwargs), translated)],
             target_of=deployment_target,
             govern=not translated,
@@ -116,22 +117,22 @@ class GovernanceHook(CustomLogger):
         stage: Stage,
         fmt: Format,
         *,
-        scan: HistoryScan | None,
+        facts: HistoryFacts,
         deployments: Callable[[], Sequence[tuple[Deployment, bool]]],
         target_of: Callable[[dict[str, Any]], Deployment],
         govern: bool = True,
     ) -> dict[str, Any] | None:
         """Context editing for what none of `deployments` does itself, then (unless not to `govern`)
-        the pass for the target `target_of` names for the request as edited. `scan` is the request's
-        history scanned (None: known to hold no compaction); an edited history is scanned again if
-        it is governed. The changed request, or None."""
-        compaction = scan is not None and scan.compaction
+        the pass for the target `target_of` names for the request as edited. `facts` are what is
+        known of the request's history; an edited history is looked at afresh if it is governed.
+        The changed request, or None."""
+        compaction = False if not facts.may_hold_compaction() else facts.compaction
         edited = context_editing.prepare(request, fmt, deployments, compaction=compaction)
         if edited is not None:
-            request, scan = edited, None
+            request, facts = edited, HistoryFacts(edited.get(HISTORY[fmt]), fmt)
         if not govern:
             return edited
-        governed = await self._govern(request, stage, fmt, lambda: target_of(request), scan=scan)
+        governed = await self._govern(request, stage, fmt, lambda: target_of(request), facts=facts)
         return governed if governed is not None else edited
 
     async def async_post_call_streaming_iterator_hook(
@@ -159,7 +160,7 @@ class GovernanceHook(CustomLogger):
         fmt: Format,
         target_of: Callable[[], Deployment],
         *,
-        scan: HistoryScan | None = None,
+        facts: HistoryFacts | None = None,
     ) -> dict[str, Any] | None:
         try:
             config = self.config
@@ -177,7 +178,7 @@ class GovernanceHook(CustomLogger):
             learning=self._learning,
             failures=self._failures,
             summaries=self._summaries,
-            scan=scan,
+            facts=facts,
             translations=self._translations,
         )
 

@@ -18,7 +18,7 @@ from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request, max_output_tokens
 from .collector import collector_paused
 from .failures import Failures
-from .fields import HISTORY, HistoryScan, call_id_of, metadata_key, scan_history
+from .fields import HISTORY, HistoryFacts, call_id_of, metadata_key
 from .learning import Learning, Ratio
 from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
@@ -26,13 +26,17 @@ from .reporting import log_report, record, with_notes
 from .summaries import SUMMARY_MARKER, Summaries
 from .translation import Translations, budgeted
 
-__all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "known_plain", "run_pass"]
+__all__ = ["OFF_LOOP_BYTES", "OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "known_plain", "run_pass"]
 
 #: Which pass: the proxy's, before routing, or the deployment hook's (proxy, SDK, Router).
 Stage = Literal["pre_call", "deployment"]
 
 #: Requests with more text than this are governed in a worker thread (tokenizing ~1 MB takes ~0.1 s).
 OFF_LOOP_CHARS: Final = 500_000
+#: The same in a proxy, where the body's length is known without a walk (`fields.declared_size`): a
+#: body's bytes are 1.4-2.4 times its history's characters (JSON's syntax and the tools' schemas
+#: around the texts; measured on `bench.formats`' bodies), so twice as many.
+OFF_LOOP_BYTES: Final = 2 * OFF_LOOP_CHARS
 # What a pass records for a request that opted out (``metadata.governance.disable``, where allowed).
 _DISABLED: Final = {"skipped": True, "reason": "disabled", "changed": False, "summary": "skipped (disabled)"}
 #: Private state in the request metadata (LiteLLM's logging payload does not keep it): what the
@@ -50,7 +54,7 @@ class PassState:
     pre_call_report: GovernanceReport | None
     #: The learned ratio the pass used (None: the profile's).
     token_ratio: float | None = None
-    #: Whether that history may hold compaction blocks or items (False when the pass's scan found
+    #: Whether that history may hold compaction blocks or items (False when it was looked at and holds
     #: none: governing never adds one), so that the next hook's context editing need not look again.
     compaction: bool = True
 
@@ -92,12 +96,12 @@ async def run_pass(
     learning: Learning,
     failures: Failures,
     summaries: Summaries | None = None,
-    scan: HistoryScan | None = None,
+    facts: HistoryFacts | None = None,
     translations: Translations | None = None,
 ) -> dict[str, Any] | None:
     """Govern `request` (in format `fmt`) for the deployment `target_of` names: the governed request,
-    or None when it goes on unchanged. Fails open (or closed: see `Failures`). `scan` is the
-    request's history scanned by the hook (`fields.scan_history`), when it has done so;
+    or None when it goes on unchanged. Fails open (or closed: see `Failures`). `facts` are what the
+    hook knows of the request's history (`fields.HistoryFacts`; None: nothing yet);
     `translations` what LiteLLM's translation adds to requests, learned on translated routes."""
     home = metadata_key(request, fmt)
     metadata = request.get(home)
@@ -134,9 +138,9 @@ async def run_pass(
             return None
         learning.forget(call_id)
         ready = summaries.ready if summaries is not None and config.summary_model else None
-        if scan is None:
-            scan = scan_history(history, fmt)
-        big = scan.chars > OFF_LOOP_CHARS
+        if facts is None:
+            facts = HistoryFacts(history, fmt)
+        big = facts.big(OFF_LOOP_CHARS, OFF_LOOP_BYTES)
         fitted = config
         if translations is not None and config.calibrate and stage == "pre_call" and fmt != "chat":
             # On a route LiteLLM translates, fit what the provider will receive (`translation`).
@@ -190,7 +194,7 @@ async def run_pass(
             config=config,
             pre_call_report=report if stage == "pre_call" else first,
             token_ratio=token_ratio,
-            compaction=scan.compaction,
+            compaction=facts.may_hold_compaction(),
         )
     if ratio is not None:
         learning.remember_sent(updated, fmt, call_id, ratio.key, report)

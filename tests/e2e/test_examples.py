@@ -152,8 +152,12 @@ def test_proxy_latency_benchmark_runs() -> None:
         assert all(re.search(r"\| \d+\.\d ms \| \d+\.\d ms \| \d+ / \d+ \|$", row) for row in rows), rows
     # the same hooks per method: a row per loop, the pre-call hook (where the pass runs) timed on each
     assert "| route | history (chat messages) | pre-call | deployment | deployment answered | header |" in split
+    assert "| success logged | history walks |" in split
     methods = [line.split("|")[3:-1] for line in split.splitlines() if line.startswith(("| chat", "| /v1/"))]
     assert len(methods) == 7 and all(float(row[0]) > 0 for row in methods), methods
+    # no walk over the history before the pass: the proxy declares each body's length, chat has no
+    # compaction, and the bench's Anthropic and OpenAI deployments compact natively (one a request before)
+    assert all(float(row[-1]) == 0 for row in methods), methods
 
 
 @pytest.mark.scale
