@@ -263,6 +263,20 @@ def test_a_compaction_block_reaches_anthropic_byte_for_byte(
     assert received(upstream)["messages"] == body["messages"]
 
 
+def test_a_compaction_block_in_a_group_with_a_native_deployment_is_replaced_after_routing(
+    governed: ProxyProcess, upstreams: dict[str, RecordingUpstream]
+) -> None:
+    """Before routing the history is not looked at for compaction blocks (Claude, in the group, reads
+    them); the deployment hook looks, for GLM, which the group routes to: the summary, not the block."""
+    upstream = upstreams["cm-zai"]
+    upstream.clear()
+    status, answer = send(governed, compacted("cm-mixed"))
+    assert status == 200, answer
+    dump = json.dumps(received(upstream))
+    assert SUMMARY in dump and '"compaction"' not in dump
+    assert all(f"RESULT-{i} " not in dump for i in range(4)) and "RESULT-5 " in dump
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_a_group_with_a_native_deployment_is_decided_after_routing(
     governed: ProxyProcess, upstreams: dict[str, RecordingUpstream], stream: bool
