@@ -58,6 +58,12 @@ class PassState:
     #: none: governing never adds one), so that the next hook's context editing need not look again.
     compaction: bool = True
 
+    def __deepcopy__(self, memo: dict[int, object]) -> PassState:
+        """Itself: nothing in it changes after the pass (a frozen config and report). LiteLLM deep-copies
+        a request's metadata, where it sits, on every request (the router's snapshot for a fallback,
+        `safe_deep_copy`): copying the config and the report took some 80 microseconds a request."""
+        return self
+
     def matches(
         self, history: object, target: Deployment, config: GovernanceConfig, token_ratio: float | None = None
     ) -> bool:
