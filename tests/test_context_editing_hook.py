@@ -14,10 +14,13 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from bench.formats import FORMATS as BODIES  # noqa: E402
+from bench.sessions import make_session  # noqa: E402
 from litellm_governance import GovernanceHook  # noqa: E402
 from litellm_governance._context_editing import CLEARED_TOOL_RESULT  # noqa: E402
 from litellm_governance._models import Deployment  # noqa: E402
 from litellm_governance.integration import context_editing  # noqa: E402
+from litellm_governance.integration.fields import METADATA  # noqa: E402
 from litellm_governance.testing import RecordingUpstream  # noqa: E402
 
 pytestmark = pytest.mark.litellm
@@ -242,7 +245,7 @@ class TestOneScanPerRequest:
         entries = [{"litellm_params": {"model": name}} for name in group or ()]
         for module in (context_editing, routing):
             monkeypatch.setattr(module, "proxy_deployments", lambda _: entries)
-        metadata = "metadata" if call_type == "acompletion" else "litellm_metadata"
+        metadata = METADATA[fields.format_of(call_type) or "chat"]
         governance = GovernanceHook()
         data = {**body, "model": model, metadata: {}}  # (a group named as its model)
         if headers is not None:
@@ -260,29 +263,26 @@ class TestOneScanPerRequest:
         assert "result omitted from context" in json.dumps(deployed["messages"])  # governed (older results stubbed)
 
     @pytest.mark.parametrize(
-        ("model", "call_type", "history"),
+        ("model", "call_type", "fmt"),
         [
-            ("anthropic/claude-sonnet-4-5", "anthropic_messages", "messages"),
-            ("openai/gpt-4.1", "responses", "input"),
-            ("zai/glm-4.6", "acompletion", "messages"),
+            ("anthropic/claude-sonnet-4-5", "anthropic_messages", "anthropic"),
+            ("openai/gpt-4.1", "responses", "responses"),
+            ("zai/glm-4.6", "acompletion", "chat"),
         ],
     )
     def test_a_request_to_deployments_that_compact_natively_is_not_walked(
-        self, model: str, call_type: str, history: str, monkeypatch: pytest.MonkeyPatch
+        self, model: str, call_type: str, fmt: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Claude Code to Anthropic, Codex to OpenAI, chat to anything: the body's length sizes it, and no
         deployment needs a compaction block replaced (a chat history has none). Without it: one walk each."""
-        body = {"messages": tool_loop(40), "max_tokens": 1024}
-        if call_type == "responses":
-            body = {"input": [{"role": "user", "content": "Fix it."}, *_as_items(tool_loop(40)[1:])]}
-        elif call_type == "acompletion":
-            body = {"messages": _as_chat(tool_loop(40))}
+        body = BODIES[fmt](make_session(60, seed=0))
         length = str(len(json.dumps(body)))
         deployed, scanned = self._both_hooks(
             body, monkeypatch, model=model, call_type=call_type, headers={"Content-Length": length}, group=[model]
         )
         assert scanned == []
-        assert "result omitted from context" in json.dumps(deployed[history])  # governed all the same
+        report = deployed[METADATA[fmt]]["spend_logs_metadata"]["governance"]
+        assert report["stage"] == "pre_call" and report["format"] == fmt  # governed all the same, before routing
 
     def test_compaction_is_looked_for_where_a_deployment_lacks_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The same sized request to a group with a deployment that has no compaction (GLM): walked once, for
@@ -296,7 +296,7 @@ class TestOneScanPerRequest:
 
     def test_a_compressed_body_is_sized_by_its_history(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A gzip body's length is not the parsed body's: the history is walked to size it, as outside a proxy."""
-        body = {"messages": _as_chat(tool_loop(40))}
+        body = BODIES["chat"](make_session(60, seed=0))
         headers = {"content-length": "900", "content-encoding": "gzip"}
         _, scanned = self._both_hooks(body, monkeypatch, call_type="acompletion", headers=headers)
         assert scanned == [len(body["messages"])]
@@ -317,7 +317,7 @@ class TestOneScanPerRequest:
             return paused(run)
 
         monkeypatch.setattr(passes, "_paused", recording)
-        body = {"messages": _as_chat(tool_loop(4))}
+        body = BODIES["chat"](make_session(8, seed=0))
         self._both_hooks(body, monkeypatch, call_type="acompletion", headers={"content-length": length})
         assert threads == [off_loop]
 
@@ -344,47 +344,6 @@ class TestOneScanPerRequest:
         deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=["anthropic/claude-sonnet-4-5"])
         assert scanned == [len(self.COMPACTED)]
         assert deployed["messages"][0]["content"] == [{"type": "text", "text": "The parser fails on empty input."}]
-
-
-def _as_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`tool_loop`'s Anthropic messages as chat messages."""
-    chat: list[dict[str, Any]] = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            chat.append(message)
-        elif content[0]["type"] == "tool_use":
-            calls = [
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
-                }
-                for b in content
-            ]
-            chat.append({"role": "assistant", "content": None, "tool_calls": calls})
-        else:
-            chat += [{"role": "tool", "tool_call_id": b["tool_use_id"], "content": b["content"]} for b in content]
-    return chat
-
-
-def _as_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`tool_loop`'s tool turns as Responses items."""
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        for b in message["content"]:
-            if b["type"] == "tool_use":
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": b["id"],
-                        "name": b["name"],
-                        "arguments": json.dumps(b["input"]),
-                    }
-                )
-            else:
-                items.append({"type": "function_call_output", "call_id": b["tool_use_id"], "output": b["content"]})
-    return items
 
 
 class TestDeclaredSize:
