@@ -284,15 +284,20 @@ class TestOneScanPerRequest:
         report = deployed[METADATA[fmt]]["spend_logs_metadata"]["governance"]
         assert report["stage"] == "pre_call" and report["format"] == fmt  # governed all the same, before routing
 
-    def test_compaction_is_looked_for_where_a_deployment_lacks_it(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """The same sized request to a group with a deployment that has no compaction (GLM): walked once, for
-        its compaction blocks, and the block replaced before routing. Without the check it would reach GLM."""
+    def test_compaction_is_looked_for_before_routing_where_no_deployment_has_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A sized request to a group whose deployments have no compaction (GLM): the pre-call hook walks the
+        history as sent for its compaction blocks and replaces the block before routing (the edited, shorter
+        history is walked once more, to size it for the pass). Skipping the walk because the body's length
+        is known would send the block to GLM."""
         body = {"messages": self.COMPACTED, "max_tokens": 1024}
         headers = {"content-length": str(len(json.dumps(body)))}
-        group = ["anthropic/claude-sonnet-4-5", "zai/glm-4.6"]
-        deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=group)
-        assert scanned == [len(self.COMPACTED)]
-        assert deployed["messages"][0]["content"] == [{"type": "text", "text": "The parser fails on empty input."}]
+        deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=["zai/glm-4.6"])
+        assert len(scanned) == 2 and scanned[0] == len(self.COMPACTED) and scanned[1] < scanned[0]
+        sent = deployed["messages"]
+        assert {"type": "text", "text": "The parser fails on empty input."} in sent[-2]["content"]  # the summary
+        assert '"compaction"' not in json.dumps(sent) and "OUT-0" not in json.dumps(sent)  # nothing before it
 
     def test_a_compressed_body_is_sized_by_its_history(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A gzip body's length is not the parsed body's: the history is walked to size it, as outside a proxy."""
