@@ -3,6 +3,7 @@
 
 Run ``python bench/formats.py`` from the repository root (``--quick`` for a smoke run;
 ``--profile`` prints, instead, cProfile's hot spots of cold and warm per format at 400 messages;
+``--phases`` prints where the time of a cold and a warm pass goes, stage by stage (`print_phases`);
 ``--proxy-heap`` times in a heap of a proxy's size, LiteLLM imported: `bench.speed.proxy_sized_heap`).
 For each format, on the same realistic sessions (`bench.sessions`, dressed by `bench.agent_shapes`)
 for ``openai/gpt-4o`` (o200k_base), with the request's tool schemas:
@@ -33,14 +34,26 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
+import gc
 import json
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from bench import speed
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance import GovernanceConfig, govern_request
+from litellm_governance import (
+    GovernanceConfig,
+    _anthropic,
+    _conversations,
+    _formats,
+    _pipeline,
+    _responses,
+    _tokens,
+    govern_request,
+)
 from litellm_governance._conversations import conversations
 from litellm_governance._pipeline import token_cache
 from litellm_governance._request import detect_format, read_request
@@ -129,15 +142,103 @@ def print_profiles(*, reps: int, n: int = 400, top: int = 12) -> int:
     return 0
 
 
+#: The stages `print_phases` times, in a pass's order: (label, [(owner, attribute)]), each looked up where
+#: `_pipeline` (or the class) finds it.
+PHASES: list[tuple[str, list[tuple[Any, str]]]] = [
+    ("read", [(_formats.FormatSpec, "read")]),
+    ("conversation check", [(_conversations.Conversations, "recall"), (_conversations.Recall, "leave")]),
+    ("tokenizing", [(_tokens.TokenCounter, name) for name in ("message", "messages", "tools", "content")]),
+    ("repairs", [(_pipeline, "_REPAIR")]),
+    ("shrink", [(_pipeline, "shrink")]),
+    ("truncation, roles", [(_pipeline, "_TRUNCATE"), (_pipeline, "_ROLES")]),
+    (
+        "render",
+        [(cls, "render") for cls in (_formats.ChatOutline, _anthropic.AnthropicOutline, _responses.ResponsesOutline)],
+    ),
+]
+
+
+@contextmanager
+def timed_phases(spent: dict[str, float]) -> Iterator[None]:
+    """Time each of `PHASES` while inside: add to ``spent[label]`` the time spent in its functions, less
+    what another stage's functions took inside them (tokenizing inside the shrink is tokenizing), so
+    that the stages add up to no more than the pass. Restores every function on leaving."""
+    stack: list[float] = []
+
+    def timed(function: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            stack.append(0.0)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                inner = stack.pop()
+                elapsed = time.perf_counter() - start
+                spent[label] = spent.get(label, 0.0) + elapsed - inner
+                if stack:
+                    stack[-1] += elapsed
+
+        return run
+
+    saved: list[tuple[Any, str, Any]] = []
+    for label, places in PHASES:
+        for owner, name in places:
+            found = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+            saved.append((owner, name, found))
+            if isinstance(found, tuple):  # the repair steps, called in turn
+                setattr(owner, name, tuple(timed(step, label) for step in found))
+            else:
+                setattr(owner, name, timed(found, label))
+    try:
+        yield
+    finally:
+        for owner, name, found in reversed(saved):
+            setattr(owner, name, found)
+
+
+def print_phases(*, reps: int, n: int = 400) -> int:
+    """Where a cold and a warm pass go (`timed_phases`), per format at `n` messages: medians of `reps`
+    passes, each after a collection (as `bench.speed.interleave` times them: the CPU caches as cold as
+    after a proxy's own work); "rest" is the pass less its stages (the budget, the ledger, the report)."""
+    labels = [label for label, _ in PHASES]
+    print(f"# Where a pass goes, per stage ({MODEL}, {n} messages, medians of {reps}, ms)\n")
+    print("| format | pass | " + " | ".join(labels) + " | rest |")
+    print("|---|---:|" + "---:|" * len(labels) + "---:|")
+    for fmt in FORMATS:
+        found, _ = measures(fmt, n)
+        for name in ("cold", "warm"):
+            measure = found[name]
+            rows: list[dict[str, float]] = []
+            for _ in range(reps + 1):  # (the first: a warm-up, not kept)
+                arg = measure.setup() if measure.setup is not None else None
+                spent: dict[str, float] = {}
+                gc.collect()
+                with timed_phases(spent):
+                    start = time.perf_counter()
+                    measure.fn(arg)
+                    spent["pass"] = time.perf_counter() - start
+                spent["rest"] = spent["pass"] - sum(spent.get(label, 0.0) for label in labels)
+                rows.append(spent)
+            med = {key: speed.median([row.get(key, 0.0) for row in rows[1:]]) for key in ["pass", *labels, "rest"]}
+            cells = " | ".join(f"{med[key] * 1e3:.2f}" for key in [*labels, "rest"])
+            print(f"| {fmt} | {name} {med['pass'] * 1e3:.2f} | {cells} |")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--profile", action="store_true", help="cProfile cold and warm per format (400 messages)")
+    parser.add_argument("--phases", action="store_true", help="where a cold and a warm pass go, stage by stage")
     parser.add_argument("--proxy-heap", action="store_true", help="time in a heap of a proxy's size (LiteLLM imported)")
     args = parser.parse_args(argv)
     if args.profile:
         return print_profiles(reps=args.reps or 20)
+    if args.phases:
+        if args.proxy_heap:
+            print(f"(in a heap of {speed.proxy_sized_heap():,} objects: LiteLLM imported)\n")
+        return print_phases(reps=args.reps or (5 if args.quick else 40))
     sizes = (100, 400) if args.quick else (100, 400, 1600)
     reps = args.reps or (3 if args.quick else 9)
     all_measures: dict[tuple[str, int, str], speed.Measure] = {}

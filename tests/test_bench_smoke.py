@@ -131,6 +131,35 @@ def test_formats_bench_prints_both_passes_and_every_ratio(capsys: pytest.Capture
         assert f"| {fmt} | 400 | " in out
 
 
+def test_formats_bench_phases_split_a_pass_by_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/formats.py --phases: per format, a cold and a warm pass split into the stages of
+    `bench.formats.PHASES`, each row's stages and rest adding up to its pass (medians, so within a
+    rounding); tokenizing is most of a cold pass, reading the body a part of a warm Anthropic and
+    Responses one; and every function it timed is the plugin's own again afterwards."""
+    from bench import formats
+    from litellm_governance import _formats, _pipeline
+
+    before = (_pipeline.shrink, _pipeline._REPAIR, _formats.FormatSpec.__dict__["read"])
+    assert formats.main(["--phases", "--quick", "--reps", "3"]) == 0
+    assert (_pipeline.shrink, _pipeline._REPAIR, _formats.FormatSpec.__dict__["read"]) == before
+    out = capsys.readouterr().out
+    labels = [label for label, _ in formats.PHASES]
+    assert "| format | pass | " + " | ".join(labels) + " | rest |" in out
+    rows = {}
+    for line in out.splitlines():
+        found = re.match(r"\| (\w+) \| (cold|warm) ([\d.]+) \| (.*) \|$", line)
+        if found:
+            cells = [float(cell) for cell in found[4].split(" | ")]
+            rows[(found[1], found[2])] = dict(zip([*labels, "rest"], cells, strict=True))
+            assert sum(cells) == pytest.approx(float(found[3]), rel=0.5, abs=0.5), line
+    assert sorted(rows) == sorted((fmt, name) for fmt in formats.FORMATS for name in ("cold", "warm"))
+    for fmt in formats.FORMATS:
+        cold = rows[(fmt, "cold")]
+        assert max(cold, key=cold.__getitem__) == "tokenizing", (fmt, cold)
+    for fmt in ("anthropic", "responses"):
+        assert rows[(fmt, "warm")]["read"] > 0.1, rows[(fmt, "warm")]
+
+
 def test_a_proxy_sized_heap_is_litellms() -> None:
     """`bench.speed.proxy_sized_heap` leaves LiteLLM imported and says how many objects the collector
     tracks then: a proxy's heap, an order of magnitude more than the benches' own (about 24,000)."""
