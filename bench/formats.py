@@ -196,12 +196,13 @@ def timed_phases(spent: dict[str, float]) -> Iterator[None]:
             setattr(owner, name, found)
 
 
-def print_phases(*, reps: int, n: int = 400) -> int:
+def print_phases(*, reps: int, n: int = 400, heap: str = "") -> int:
     """Where a cold and a warm pass go (`timed_phases`), per format at `n` messages: medians of `reps`
     passes, each after a collection (as `bench.speed.interleave` times them: the CPU caches as cold as
-    after a proxy's own work); "rest" is the pass less its stages (the budget, the ledger, the report)."""
+    after a proxy's own work); "rest" is the pass less its stages (the budget, the ledger, the report).
+    `heap`: the title's note on the heap (`bench.speed.proxy_heap_note`)."""
     labels = [label for label, _ in PHASES]
-    print(f"# Where a pass goes, per stage ({MODEL}, {n} messages, medians of {reps}, ms)\n")
+    print(f"# Where a pass goes, per stage ({MODEL}, {n} messages, medians of {reps}, in ms{heap})\n")
     print("| format | pass | " + " | ".join(labels) + " | rest |")
     print("|---|---:|" + "---:|" * len(labels) + "---:|")
     for fmt in FORMATS:
@@ -236,9 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.profile:
         return print_profiles(reps=args.reps or 20)
     if args.phases:
-        if args.proxy_heap:
-            print(f"(in a heap of {speed.proxy_sized_heap():,} objects: LiteLLM imported)\n")
-        return print_phases(reps=args.reps or (5 if args.quick else 40))
+        return print_phases(reps=args.reps or (5 if args.quick else 40), heap=speed.proxy_heap_note(args.proxy_heap))
     sizes = (100, 400) if args.quick else (100, 400, 1600)
     reps = args.reps or (3 if args.quick else 9)
     all_measures: dict[tuple[str, int, str], speed.Measure] = {}

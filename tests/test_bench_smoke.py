@@ -143,6 +143,7 @@ def test_formats_bench_phases_split_a_pass_by_stage(capsys: pytest.CaptureFixtur
     assert formats.main(["--phases", "--quick", "--reps", "3"]) == 0
     assert (_pipeline.shrink, _pipeline._REPAIR, _formats.FormatSpec.__dict__["read"]) == before
     out = capsys.readouterr().out
+    assert "(openai/gpt-4o, 400 messages, medians of 3, in ms)" in out, out[:300]
     labels = [label for label, _ in formats.PHASES]
     assert "| format | pass | " + " | ".join(labels) + " | rest |" in out
     rows = {}
