@@ -12,6 +12,10 @@ inside the proxy and writes it, after every logged request, to ``$PROXY_PROBE_DI
   without the plugin, where none is called); and, under `WALKS`, the walks over a history the hooks
   make before governing it (`integration.fields.scan_history`, which they need only for a request
   whose size the proxy does not declare or whose compaction a deployment needs replaced).
+* ``bench.proxy_probes.spin`` (`bench/proxy_latency.py`'s control proxy, without the plugin): a
+  pre-call hook that spins on the CPU for as many microseconds as the request's `SPIN_HEADER` says,
+  reading nothing else of the request (what a callback costs that takes that long and touches no
+  memory); the seconds spun and the requests.
 
 Each is made on first access (a module ``__getattr__``, as LiteLLM resolves the dotted path), so a
 proxy that loads only ``passes`` does not time its collections.
@@ -33,11 +37,13 @@ DIR_ENV = "PROXY_PROBE_DIR"
 FORMATS = ("chat", "anthropic", "responses")
 #: The hooks probe's key for the hooks' walks over a history, next to its methods'.
 WALKS = "scan_history"
+#: The request header that tells the spin probe how long to spin (microseconds).
+SPIN_HEADER = "x-bench-spin-us"
 
 
-def _probe(name: str, snapshot: Callable[[], object]) -> Any:
+def _probe(name: str, snapshot: Callable[[], object], **hooks: Callable[..., Any]) -> Any:
     """A callback writing ``snapshot()`` after each logged request (LiteLLM imported only here: the
-    benches import this module for `read`)."""
+    benches import this module for `read`), with `hooks` as methods of its own."""
     from litellm.integrations.custom_logger import CustomLogger
 
     class Probe(CustomLogger):
@@ -50,6 +56,8 @@ def _probe(name: str, snapshot: Callable[[], object]) -> Any:
     # One class name per probe: LiteLLM keeps one callback of a class name, so two probes of one
     # name would leave the second unregistered.
     Probe.__name__ = Probe.__qualname__ = f"{name.title()}Probe"
+    for method, hook in hooks.items():  # on the class itself: LiteLLM calls a hook its class defines
+        setattr(Probe, method, hook)
     return Probe()
 
 
@@ -137,8 +145,24 @@ def _hooks() -> Any:
     return _probe("hooks", lambda: spent)
 
 
+def _spin() -> Any:
+    spun = [0.0, 0]  # seconds, requests
+
+    async def async_pre_call_hook(self: Any, user_api_key_dict: Any, cache: Any, data: Any, call_type: Any) -> None:
+        started = time.perf_counter()
+        headers = (data.get("proxy_server_request") or {}).get("headers") or {}
+        wanted = next((v for k, v in headers.items() if k.lower() == SPIN_HEADER), None)
+        until = started + int(wanted) / 1e6 if wanted and wanted.isdigit() else started
+        while time.perf_counter() < until:
+            pass
+        spun[0] += time.perf_counter() - started
+        spun[1] += 1
+
+    return _probe("spin", lambda: spun, async_pre_call_hook=async_pre_call_hook)
+
+
 _MADE: dict[str, Any] = {}
-_MAKERS = {"collections": _collections, "passes": _passes, "hooks": _hooks}
+_MAKERS = {"collections": _collections, "passes": _passes, "hooks": _hooks, "spin": _spin}
 
 
 def __getattr__(name: str) -> Any:

@@ -131,12 +131,15 @@ class ProxyProcess:
         """``base_url`` joined with ``path`` (e.g. ``"/v1/chat/completions"``)."""
         return self.base_url + (path if path.startswith("/") else "/" + path)
 
-    def post(self, path: str, body: object, timeout: float = 120.0) -> tuple[int, dict[str, str], bytes]:
-        """POST JSON with the master key: (status, headers, body). Never raises for HTTP errors."""
+    def post(
+        self, path: str, body: object, timeout: float = 120.0, *, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """POST JSON with the master key (and `headers`): (status, headers, body). Never raises for
+        HTTP errors."""
         request = urllib.request.Request(
             self.url(path),
             data=json.dumps(body).encode(),
-            headers={**self.headers, "Content-Type": "application/json"},
+            headers={**self.headers, "Content-Type": "application/json", **(headers or {})},
         )
         try:
             with _OPENER.open(request, timeout=timeout) as response:
