@@ -117,6 +117,11 @@ class GovernanceConfig:
     #: writes a summary of cut turns, off the request path; it stands in for the note once ready,
     #: while the cut point stays (``cache_stable`` requests only). None: the note alone.
     summary_model: str | None = None
+    #: Integration only: who shares a summary of the same cut turns, in the proxy (every summary is
+    #: keyed by the exact content cut, the deployment, the summary model and its prompt): ``"team"``
+    #: (the default) the caller's LiteLLM team — a key without a team is its own tenant —,
+    #: ``"key"`` each LiteLLM key alone, ``"all"`` every caller of the proxy.
+    summary_sharing: Literal["team", "key", "all"] = "team"
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
     #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
     #: budget with it instead of the profile's fixed ratio.
@@ -157,6 +162,8 @@ class GovernanceConfig:
             not isinstance(self.summary_model, str) or not self.summary_model.strip() or len(self.summary_model) > 256
         ):
             raise ConfigError(f"summary_model must be a model group name or null, got {short_repr(self.summary_model)}")
+        if self.summary_sharing not in ("team", "key", "all"):
+            raise ConfigError(f'summary_sharing must be "team", "key" or "all", got {short_repr(self.summary_sharing)}')
         if self.snip_watermark is not None:
             if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
                 raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(self.snip_watermark)}")

@@ -1,17 +1,22 @@
-"""The turns snipping cut, as a summary model sees them: the cut point's key (the same cut point
-gives the same key on every request) and a plain-text transcript of the cut messages."""
+"""The turns snipping cut, as a summary model sees them: the cut point's key and a plain-text
+transcript of the cut messages.
+
+The key is a SHA-256 digest of everything the cut removed, exactly: every field of every cut message
+as the client sent it (its blocks or items included), so two conversations share a key only where
+what was cut is the same, byte for byte (`prefix_keys`). Whose summary a key may fetch — which
+summary model, prompt, deployment and tenant — the integration adds (`integration.summaries`)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from ._calls import calls_by_id
-from ._messages import Message, call_id, tool_calls
-from ._trace import Entry
+from ._messages import Message, call_id, native_of, tool_calls
 
 __all__ = ["CutTurns", "KeyChain", "prefix_keys", "transcript"]
 
@@ -22,44 +27,52 @@ class CutTurns:
     roll: the one for this cut point is written from the summary of an earlier cut point of the
     same conversation (`previous`) and the turns cut since (`messages`)."""
 
-    #: Digest of everything cut up to this cut point: the same cut point gives the same key.
-    key: str
     #: How many assistant turns are cut.
     turns: int
     #: Gives `messages` (read on first use: only a summary model needs them, and there are many).
     read: Callable[[], tuple[Message, ...]] = field(repr=False, compare=False)
     #: The summary of an earlier cut point this one builds on, if any.
     previous: str | None = None
+    #: Gives `key` (worked out on first use: only a summary model needs it).
+    keyed: Callable[[], str] = field(default=lambda: "", repr=False, compare=False)
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:
         """The cut messages a summary must add to `previous` (outline messages), oldest first."""
         return self.read()
 
+    @cached_property
+    def key(self) -> str:
+        """Digest of everything cut up to this cut point, exactly (`prefix_keys`)."""
+        return self.keyed()
 
-def prefix_keys(
-    units: Sequence[Sequence[Entry]],
-    messages: Sequence[Sequence[Message]],
-    *,
-    after: KeyChain | None = None,
-) -> KeyChain:
-    """``keys[c]``: the key of cutting every unit before `c` — a digest of those units' note lines
-    and call ids (which tell one conversation from another): a pure function of what is cut, and
-    the same for a conversation's cut point on every request. ``keys[0]`` is "" (nothing cut).
-    With `after` (the keys of the first units, as an earlier request of the conversation found them),
-    `units` and `messages` are those that follow them."""
-    digest = hashlib.sha256(b"cut-turns-v2") if after is None else after.digest.copy()
+
+def prefix_keys(units: Sequence[Sequence[Message]], *, after: KeyChain | None = None) -> KeyChain:
+    """``keys[c]``: the key of cutting every unit before `c` — a SHA-256 digest of every field of
+    every message of those units, as the client sent them (`_material`): the same only where what is
+    cut is the same, byte for byte. ``keys[0]`` is "" (nothing cut). With `after` (the keys of the
+    first units, as an earlier request of the conversation found them), `units` are those that follow."""
+    digest = hashlib.sha256(b"cut-turns-v3") if after is None else after.digest.copy()
     keys = [""] if after is None else list(after.keys)
-    for entries, unit in zip(units, messages, strict=True):
-        for entry in entries:
-            digest.update(b"\x1f" + entry.text.encode("utf-8", "surrogatepass"))
+    for unit in units:
         for message in unit:
-            for call in tool_calls(message):
-                ident = call_id(call)
-                if ident is not None:
-                    digest.update(b"\x1e" + ident.encode("utf-8", "surrogatepass"))
-        keys.append(digest.copy().hexdigest()[:32])
+            material = _material(message)
+            digest.update(len(material).to_bytes(8, "big") + material)
+        digest.update(b"\x1d")  # the end of a unit
+        keys.append(digest.copy().hexdigest())
     return KeyChain(tuple(keys), digest)
+
+
+def _material(message: Message) -> bytes:
+    """What a summary key digests of one outline message: its fields and the client's own message,
+    block or item it stands for (where the outline keeps only part of it), as JSON in the order sent."""
+    native = native_of(message)
+    value = [message, native if isinstance(native, Mapping) else None]
+    try:  # (the outline's own keys are not strings: `skipkeys` leaves them out)
+        text = json.dumps(value, ensure_ascii=False, skipkeys=True, separators=(",", ":"), default=repr)
+    except (ValueError, RecursionError):  # a value JSON cannot hold: its repr, as exact
+        text = repr(value)
+    return text.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True)

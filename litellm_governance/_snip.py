@@ -388,25 +388,28 @@ def note_for(
         return None, None
     else:
         turns = noted.turns
-    chain = trace.chain
-    if chain is None or chain.units < cut:
-        done = chain.units if chain is not None else 0
-        chain = trace.chain = prefix_keys(
-            trace.entries[done:cut], [messages[start:end] for start, end in layout.units[done:cut]], after=chain
-        )
-    keys = chain.keys
+    units = layout.units
+
+    def keys() -> tuple[str, ...]:
+        """The cut keys up to `cut` (`prefix_keys`, of the messages as the client sent them)."""
+        chain = trace.chain
+        if chain is None or chain.units < cut:
+            done = chain.units if chain is not None else 0
+            source = trace.source
+            chain = trace.chain = prefix_keys([source[start:end] for start, end in units[done:cut]], after=chain)
+        return chain.keys  # type: ignore[no-any-return]
+
     # Not this cut point's own summary: written after the cut, using it would change the request
     # while the cut point stays (a rewrite the prompt cache pays for); the next cut point will.
-    covered = next((c for c in range(cut - 1, 0, -1) if keys[c] in ctx.summaries), 0) if ctx.summaries else 0
-    summary = ctx.summaries[keys[covered]] if covered else None
-    units = layout.units
+    covered = next((c for c in range(cut - 1, 0, -1) if keys()[c] in ctx.summaries), 0) if ctx.summaries else 0
+    summary = ctx.summaries[keys()[covered]] if covered else None
     cut_turns = CutTurns(
-        keys[cut],
         turns,
         lambda: tuple(
             m for unit in range(covered, cut) if unit != anchor for m in messages[slice(*units[unit])] if not is_note(m)
         ),
         summary,
+        keyed=lambda: keys()[cut],
     )
     if allowance <= 0:
         return None, cut_turns

@@ -23,7 +23,7 @@ from .learning import Learning, Ratio
 from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
 from .reporting import log_report, record, with_notes
-from .summaries import SUMMARY_MARKER, Summaries
+from .summaries import SUMMARY_MARKER, Summaries, attribution, summary_scope
 from .translation import Translations, budgeted
 
 __all__ = ["OFF_LOOP_BYTES", "OFF_LOOP_CHARS", "STATE_KEY", "PassState", "Stage", "known_plain", "run_pass"]
@@ -143,7 +143,8 @@ async def run_pass(
                 learning.remember_sent(request, fmt, call_id, ratio.key, previous.pre_call_report, replace=False)
             return None
         learning.forget(call_id)
-        ready = summaries.ready if summaries is not None and config.summary_model else None
+        scope = _summary_scope(config, target, metadata)
+        ready = summaries.ready_for(scope) if summaries is not None and scope is not None else None
         if facts is None:
             facts = HistoryFacts(history, fmt)
         big = facts.big(OFF_LOOP_CHARS, OFF_LOOP_BYTES)
@@ -204,8 +205,9 @@ async def run_pass(
         )
     if ratio is not None:
         learning.remember_sent(updated, fmt, call_id, ratio.key, report)
-    if summaries is not None and config.summary_model and governed.cut is not None and report.cache_stable:
-        summaries.schedule(governed.cut, config.summary_model, _summary_tokens(report))
+    if summaries is not None and scope and config.summary_model and governed.cut is not None and report.cache_stable:
+        caller = attribution(metadata) if isinstance(metadata, Mapping) else {}
+        summaries.schedule(governed.cut, config.summary_model, _summary_tokens(report), scope=scope, caller=caller)
     return updated if updated is not request else None
 
 
@@ -234,6 +236,16 @@ def _for_translation(
         f"LiteLLM translates this request for its deployment, where it counts about {factor:g} times as much "
         "(learned from earlier requests): fitted for that"
     ]
+
+
+def _summary_scope(config: GovernanceConfig, target: Deployment, metadata: object) -> str | None:
+    """The scope of the request's summaries (`summaries.summary_scope`); None without a summary model."""
+    if not config.summary_model:
+        return None
+    caller = metadata if isinstance(metadata, Mapping) else {}
+    return summary_scope(
+        summary_model=config.summary_model, deployment=target.key(), metadata=caller, sharing=config.summary_sharing
+    )
 
 
 def _summary_tokens(report: GovernanceReport) -> int:

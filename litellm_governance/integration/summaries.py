@@ -2,12 +2,20 @@
 
 When a cut removes turns, the request carries the deterministic note for them (`_trace`). With
 ``summary_model`` set — a model group of the same proxy (or Router), or a model string in the SDK —
-the plugin also asks that model, in the background, for a summary of the cut turns, keyed by the
-cut point (`_cut_turns.CutTurns.key`). No request waits for it: the note is used until the summary is
-ready, the summary from then on for as long as the cut point stays where it is (so the prompt
-cache holds), and a new cut point gets a new summary. Summaries are kept per process and shared
-through the proxy's Redis like calibration (`calibration_store.shared_cache`), under
-`SUMMARY_KEY_PREFIX`, for `SUMMARY_TTL` seconds. A failure changes nothing but a warning (once).
+the plugin also asks that model, in the background, for a summary of the cut turns. No request
+waits for it: the note is used until the summary is ready, the summary from then on for as long as
+the cut point stays where it is (so the prompt cache holds), and a new cut point gets a new summary.
+Summaries are kept per process and shared through the proxy's Redis like calibration
+(`calibration_store.shared_cache`), under `SUMMARY_KEY_PREFIX`, for `SUMMARY_TTL` seconds. A
+failure changes nothing but a warning (once).
+
+A summary holds what the model saw, so it is found only by the same cut turns in the same scope: its
+key is a SHA-256 digest of the cut messages exactly as sent (`_cut_turns.CutTurns.key`) within a
+scope (`summary_scope`) that digests the summary model, the prompt's version, the deployment the
+request goes to and the tenant — the caller's LiteLLM team, or key, or nobody
+(``summary_sharing``). A summary request is attributed to the caller that caused it: the
+``user_api_key*`` fields of the caller's LiteLLM metadata go with it, so LiteLLM's spend tracking
+charges the caller's key and team (its budgets are checked on the caller's own requests only).
 
 Only requests governed with ``cache_stable`` get summaries: there a cut point lasts many turns;
 with the literal rules it moves on every turn, and a summary would never be used.
@@ -16,22 +24,25 @@ with the literal rules it moves on every turn, and a summary would never be used
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import sys
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 from .._cut_turns import CutTurns, transcript
 from .calibration_store import shared_cache
 from .logonce import LogOnce, where
 
-__all__ = ["SUMMARY_KEY_PREFIX", "SUMMARY_MARKER", "SUMMARY_PROMPT", "Summaries"]
+__all__ = ["SUMMARY_KEY_PREFIX", "SUMMARY_MARKER", "SUMMARY_PROMPT", "Summaries", "attribution", "summary_scope"]
 
 logger = logging.getLogger("litellm_governance")
 
-#: Key of a cut point's summary in the proxy's shared cache, followed by `CutTurns.key`.
-SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v1:"
+#: Key of a cut point's summary in the proxy's shared cache, followed by a digest of its scope and
+#: `CutTurns.key` (`_shared_key`). (v1 keyed summaries by the cut turns' note lines: never read.)
+SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v2:"
 #: Seconds a summary lives in the shared cache.
 SUMMARY_TTL: Final = 7 * 24 * 3600
 #: A summary request carries this key in its metadata: the plugin leaves it alone.
@@ -48,33 +59,70 @@ SUMMARY_PROMPT: Final = (
     "the commands it ran and what came of them (errors above all), what it found and decided, and what "
     "is still to do. No preamble."
 )
+#: What a summary's scope digests besides the request's: this version and the prompt's own digest.
+_SCOPE_VERSION: Final = "summary-scope-v1:" + hashlib.sha256(SUMMARY_PROMPT.encode()).hexdigest()
+
+
+def summary_scope(*, summary_model: str, deployment: Hashable, metadata: Mapping[str, Any], sharing: str) -> str:
+    """The scope a request's summaries are kept and found in: a SHA-256 digest of the summary model,
+    the prompt's version, the deployment (`Deployment.key`) and the tenant — the LiteLLM team of the
+    caller (``sharing: team``; a key without a team stands alone), its key (``key``), or nobody
+    (``all``), read from the caller's LiteLLM metadata (``user_api_key_team_id``, ``user_api_key_hash``)."""
+    team, key = metadata.get("user_api_key_team_id"), metadata.get("user_api_key_hash")
+    if sharing == "all":
+        tenant = "all"
+    elif sharing == "team" and isinstance(team, str) and team:
+        tenant = f"team:{team}"
+    elif isinstance(key, str) and key:
+        tenant = f"key:{key}"
+    else:
+        tenant = "no key"
+    material = json.dumps([_SCOPE_VERSION, summary_model, repr(deployment), tenant], ensure_ascii=False)
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def attribution(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The caller's ``user_api_key*`` fields of its LiteLLM metadata (plain values): what makes
+    LiteLLM's spend tracking charge a summary request to the caller's key and team."""
+    return {
+        name: value
+        for name, value in metadata.items()
+        if isinstance(name, str) and name.startswith("user_api_key") and isinstance(value, (str, int, float))
+    }
+
+
+def _shared_key(scope: str, cut_key: str) -> str:
+    return SUMMARY_KEY_PREFIX + hashlib.sha256(f"{scope}:{cut_key}".encode()).hexdigest()
 
 
 class Summaries:
-    """This process's summaries by cut key, and the background requests that write them."""
+    """This process's summaries by scope and cut key, and the background requests that write them."""
 
     def __init__(self) -> None:
-        self._ready: OrderedDict[str, str] = OrderedDict()
-        self._pending: set[str] = set()
+        self._ready: OrderedDict[tuple[str, str], str] = OrderedDict()  # (scope, cut key) -> summary
+        self._by_scope: dict[str, dict[str, str]] = {}  # the same, by scope
+        self._pending: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._failures = LogOnce(logger, every=60.0)
 
-    @property
-    def ready(self) -> Mapping[str, str]:
-        """The summaries written so far, by cut key (what a pass hands the pipeline)."""
-        return self._ready
+    def ready_for(self, scope: str) -> Mapping[str, str]:
+        """The summaries written so far in `scope`, by cut key (what a pass hands the pipeline)."""
+        return self._by_scope.get(scope, {})
 
-    def schedule(self, cut: CutTurns, model: str, max_tokens: int) -> None:
-        """Have `model` summarize `cut` in the background, unless that is done, under way, or too
-        many summaries are under way already."""
-        if cut.key in self._ready or cut.key in self._pending or len(self._pending) >= _IN_FLIGHT:
+    def schedule(
+        self, cut: CutTurns, model: str, max_tokens: int, *, scope: str, caller: Mapping[str, Any] | None = None
+    ) -> None:
+        """Have `model` summarize `cut` for `scope` in the background (charged to `caller`, see
+        `attribution`), unless that is done, under way, or too many summaries are under way already."""
+        entry = (scope, cut.key)
+        if entry in self._ready or entry in self._pending or len(self._pending) >= _IN_FLIGHT:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a synchronous caller: nothing runs in the background there
             return
-        self._pending.add(cut.key)
-        task = loop.create_task(self._produce(cut, model, max_tokens))
+        self._pending.add(entry)
+        task = loop.create_task(self._produce(cut, model, max_tokens, scope, dict(caller or {})))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -85,25 +133,31 @@ class Summaries:
         while pending := [task for task in self._tasks if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
-    def _keep(self, key: str, summary: str) -> None:
-        self._ready[key] = summary
-        self._ready.move_to_end(key)
+    def _keep(self, scope: str, cut_key: str, summary: str) -> None:
+        self._ready[(scope, cut_key)] = summary
+        self._ready.move_to_end((scope, cut_key))
+        self._by_scope.setdefault(scope, {})[cut_key] = summary
         while len(self._ready) > _KEPT:
-            self._ready.popitem(last=False)
+            (old_scope, old_key), _ = self._ready.popitem(last=False)
+            kept = self._by_scope[old_scope]
+            del kept[old_key]
+            if not kept:
+                del self._by_scope[old_scope]
 
-    async def _produce(self, cut: CutTurns, model: str, max_tokens: int) -> None:
+    async def _produce(self, cut: CutTurns, model: str, max_tokens: int, scope: str, caller: dict[str, Any]) -> None:
         try:
             shared = shared_cache()
+            key = _shared_key(scope, cut.key)
             if shared is not None:
-                cached = await _read(shared, cut.key)
+                cached = await _read(shared, key)
                 if isinstance(cached, str) and cached.strip():
-                    self._keep(cut.key, cached)
+                    self._keep(scope, cut.key, cached)
                     return
-            summary = await _ask(model, cut, max_tokens)
+            summary = await _ask(model, cut, max_tokens, caller)
             if summary:
-                self._keep(cut.key, summary)
+                self._keep(scope, cut.key, summary)
                 if shared is not None:
-                    await _write(shared, cut.key, summary)
+                    await _write(shared, key, summary)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a summary never breaks anything: the note stays
@@ -117,12 +171,12 @@ class Summaries:
                 where(exc),
             )
         finally:
-            self._pending.discard(cut.key)
+            self._pending.discard((scope, cut.key))
 
 
-async def _ask(model: str, cut: CutTurns, max_tokens: int) -> str | None:
+async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, Any]) -> str | None:
     """The summary `model` writes of `cut`: through the proxy's Router when it has that model
-    group, else LiteLLM's SDK with `model` as the model string."""
+    group, else LiteLLM's SDK with `model` as the model string; charged to `caller` (`attribution`)."""
     words = max(50, max_tokens * 2 // 3)
     kwargs: dict[str, Any] = {
         "model": model,
@@ -131,7 +185,7 @@ async def _ask(model: str, cut: CutTurns, max_tokens: int) -> str | None:
             {"role": "user", "content": _what_to_summarize(cut)},
         ],
         "max_tokens": max_tokens,
-        "metadata": {SUMMARY_MARKER: True},
+        "metadata": {**caller, SUMMARY_MARKER: True},
     }
     router = _proxy_router()
     if router is not None and model in (getattr(router, "model_names", None) or ()):
@@ -162,7 +216,7 @@ def _proxy_router() -> Any:
 
 async def _read(cache: Any, key: str) -> object:
     try:
-        return await asyncio.wait_for(cache.async_get_cache(SUMMARY_KEY_PREFIX + key), _CACHE_TIMEOUT)
+        return await asyncio.wait_for(cache.async_get_cache(key), _CACHE_TIMEOUT)
     except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - the shared cache is optional: ask the model instead
@@ -171,9 +225,7 @@ async def _read(cache: Any, key: str) -> object:
 
 async def _write(cache: Any, key: str, summary: str) -> None:
     try:
-        await asyncio.wait_for(
-            cache.async_set_cache(SUMMARY_KEY_PREFIX + key, summary, ttl=SUMMARY_TTL), _CACHE_TIMEOUT
-        )
+        await asyncio.wait_for(cache.async_set_cache(key, summary, ttl=SUMMARY_TTL), _CACHE_TIMEOUT)
     except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - kept in this process anyway

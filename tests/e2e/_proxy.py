@@ -178,6 +178,25 @@ def _make_payload_sink() -> Any:
     return PayloadSink()
 
 
+#: Keys `team_auth` accepts, by the LiteLLM team they belong to (a proxy without a database has no keys of its own).
+TEAM_KEYS = {"sk-team-a-1": "team-a", "sk-team-a-2": "team-a", "sk-team-b-1": "team-b"}
+#: ``general_settings: custom_auth:`` naming `team_auth`.
+TEAM_AUTH = "_proxy.team_auth"
+
+
+async def team_auth(request: Any, api_key: str) -> Any:
+    """A test-only ``custom_auth`` (inside the proxy): the keys of `TEAM_KEYS`, each in its team, and the
+    master key; LiteLLM then puts ``user_api_key_hash`` and ``user_api_key_team_id`` in each request's metadata."""
+    from litellm.proxy._types import UserAPIKeyAuth  # only inside the proxy
+
+    key = api_key.removeprefix("Bearer ").strip()
+    if key == os.environ.get("LITELLM_MASTER_KEY"):
+        return UserAPIKeyAuth(api_key=key, user_role="proxy_admin")
+    if key not in TEAM_KEYS:
+        raise PermissionError("unknown key")
+    return UserAPIKeyAuth(api_key=key, team_id=TEAM_KEYS[key])
+
+
 def __getattr__(name: str) -> Any:
     """Build ``payload_sink`` lazily, so importing this module never imports litellm."""
     if name == "payload_sink":

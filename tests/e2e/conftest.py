@@ -33,6 +33,7 @@ if str(_SRC) not in sys.path:  # the package may not be installed in the venv
 from litellm_governance.testing import RecordingUpstream  # noqa: E402
 
 from ._proxy import _LIVE, PAYLOAD_SINK_CALLBACK, ProxyProcess, start_proxy  # noqa: E402
+from ._redis import own_redis_server, redis_server  # noqa: E402, F401 - fixtures for every e2e test
 
 GOVERNANCE_CALLBACK = "litellm_governance.proxy_handler_instance"
 E2E_DIR = Path(__file__).resolve().parent

@@ -22,9 +22,6 @@ Run with ``-s`` to see the figures (``calibration figures: ...`` lines).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,9 +35,10 @@ from bench.agent_shapes import claude_code_body, to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX
 from litellm_governance.integration.translation import TRANSLATION_KEY_PREFIX
-from litellm_governance.testing import RecordingUpstream, free_port
+from litellm_governance.testing import RecordingUpstream
 
 from ._proxy import ProxyProcess
+from ._redis import RedisServer
 from .conftest import ProxyFactory
 
 pytestmark = pytest.mark.e2e
@@ -56,7 +54,6 @@ TOOLS = make_tools()
 CALIBRATED = {"governance": {"cache_stable": False}}
 STATIC = {"governance": {"cache_stable": False, "calibrate": False}}
 ROUTER = {"num_retries": 0, "context_window_fallbacks": [{"cw-small": ["cw-big"]}]}
-REDIS_ENV = "LITELLM_GOVERNANCE_REQUIRE_REDIS"
 
 
 # ---- upstreams and proxies ----------------------------------------------------------------------
@@ -366,66 +363,6 @@ def test_responses_learn_without_a_count_in_the_error(
 
 
 # ---- shared through Redis -------------------------------------------------------------------------
-
-
-@dataclass
-class RedisServer:
-    host: str
-    port: int
-    process: subprocess.Popen[bytes]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A redis-server on a free 127.0.0.1 port, started for the test session (no persistence)."""
-    yield from _redis_server(tmp_path_factory)
-
-
-@pytest.fixture
-def own_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A redis-server for one test (the session's is stopped by the test that shows B going on without it)."""
-    yield from _redis_server(tmp_path_factory)
-
-
-def _redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get(REDIS_ENV) == "1":
-            pytest.fail(f"redis-server is not installed and {REDIS_ENV}=1 (apt-get install -y redis-server)")
-        pytest.skip(f"redis-server is not installed (apt-get install -y redis-server); {REDIS_ENV}=1 requires it")
-    workdir = tmp_path_factory.mktemp("redis")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)],
-        stdout=(workdir / "redis.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    server = RedisServer("127.0.0.1", port, process)
-    try:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, decode_responses=True)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if client.ping():
-                    break
-            except redis.RedisError:
-                pass
-            if server.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start: " + (workdir / "redis.log").read_text()[-2000:])
-            time.sleep(0.05)
-        yield server
-    finally:
-        server.stop()
 
 
 def test_two_proxies_share_what_they_learn_through_redis(
