@@ -12,12 +12,6 @@ under another name (``litellm_governance_before``); the workload and the tiktoke
 warm / cold, and warm after / before (of the medians, and of the fastest repetitions: on a loaded
 machine the least disturbed run of each says more than a median).
 
-    python bench/ab.py --against f6b7324 --proxy-heap   # timed in a heap of a proxy's size
-
-``--proxy-heap`` imports LiteLLM before timing (`bench.speed.proxy_sized_heap`): a warm pass then takes
-1.2-1.4 times as long, as in a proxy, where the CPU caches are colder; a change that reads less memory
-shows there.
-
     python bench/ab.py --against ceed9cf --check    # identical output, no timing
 
 ``--check`` times nothing: it asserts that both commits write the same request body (as JSON) and
@@ -79,20 +73,22 @@ def load_before(commit: str, folder: Path) -> ModuleType:
 
 
 def caches(package: ModuleType, config: Any) -> Callable[[], None]:
-    """What empties `package`'s process-wide caches: its token cache and, where it has one, its
-    store of conversations (cold: nothing seen before)."""
-    token_cache = importlib.import_module(f"{package.__name__}._pipeline").token_cache(config.token_cache_size)
-    try:
-        store = importlib.import_module(f"{package.__name__}._conversations").conversations(
-            config.conversation_cache_size
-        )
-    except ModuleNotFoundError:  # a commit before the conversation store
-        store = None
+    """What empties `package`'s process-wide caches (cold: nothing seen before): its token cache
+    and, in a commit that had one, its store of conversations."""
+    found = []
+    for module, name, size in (
+        ("_tokens", "token_cache", config.token_cache_size),
+        ("_pipeline", "token_cache", config.token_cache_size),
+        ("_conversations", "conversations", getattr(config, "conversation_cache_size", 0)),
+    ):
+        try:
+            found.append(getattr(importlib.import_module(f"{package.__name__}.{module}"), name)(size))
+        except (ModuleNotFoundError, AttributeError):  # a commit without it
+            continue
 
     def clear() -> None:
-        token_cache.clear()
-        if store is not None:
-            store.clear()
+        for cache in found:
+            cache.clear()
 
     return clear
 
@@ -297,7 +293,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=formats.MODEL, help="the model the requests name (zai/glm-4.6: strict roles, notes merged)"
     )
-    parser.add_argument("--proxy-heap", action="store_true", help="time in a heap of a proxy's size (LiteLLM imported)")
     parser.add_argument("--check", action="store_true", help="assert identical output instead of timing")
     parser.add_argument("--fuzz", type=int, default=0, metavar="N", help="with --check: N generated requests too")
     args = parser.parse_args(argv)
@@ -305,13 +300,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         packages = {"before": load_before(args.against, Path(tmp)), "after": litellm_governance}
         if args.check:
             return check(packages, args.messages) or (fuzz(packages, args.fuzz) if args.fuzz else 0)
-        heap = speed.proxy_heap_note(args.proxy_heap)
         timed = speed.interleave(measures(packages, args.messages, args.window, args.model), reps=args.reps)
     med = {key: statistics.median(values) for key, values in timed.items()}
     low = {key: min(values) for key, values in timed.items()}  # the least disturbed repetition
     print(
         f"# `{args.against}` against the working tree: {args.model}, {args.messages} messages, "
-        f"{args.window:,}-token window, medians of {args.reps} interleaved{heap}\n"
+        f"{args.window:,}-token window, medians of {args.reps} interleaved\n"
     )
     print(
         "| format | pass | cold before | cold after | warm before | warm after | cold / pass | warm / cold "

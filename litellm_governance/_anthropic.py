@@ -85,21 +85,6 @@ class AnthropicOutline:
             else:  # rendered anew, results first: "tool_result blocks must come first"
                 self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
             self.view.extend(group)
-        self._renders_itself = self._renders_as_sent()
-
-    def _renders_as_sent(self) -> bool:
-        """Whether `render` of the outline itself gives back the client's messages and system: every
-        client message re-emitted as it came. Not so when a message's results did not come first,
-        when a message after the system prompt has a system role (rendering takes it for part of the
-        system prompt), or when a message of results alone is followed by more results or user text
-        (rendering folds them into one user message)."""
-        groups = [self._parts[i] for i in range(len(self.dead), len(self.messages))]
-        if len(self._groups) != len(groups) or (groups and groups[0][0].get("role") in SYSTEM_ROLES):
-            return False
-        for index, group in enumerate(groups[:-1]):
-            if group[-1].get("role") == "tool" and groups[index + 1][0].get("role") in ("tool", "user"):
-                return False
-        return True
 
     @property
     def where(self) -> dict[int, str]:
@@ -114,24 +99,10 @@ class AnthropicOutline:
                 found[id(part)] = f"messages[{index}]" + (f".content[{at}]" if at is not None else "")
         return found
 
-    def source(self) -> tuple[list[Any], object] | None:
-        """The messages and system as sent (`_formats.Outline.source`); None when a compaction opens them."""
-        return None if self.dead else (self.messages, self.system)
-
-    def prefix(self, items: int) -> int:
-        """Outline messages read from the first `items` messages: each message is read on its own."""
-        parts = self._parts
-        return len(self.view) - sum(len(parts[i]) for i in range(items, len(self.messages)))
-
     # ---- rendering ---------------------------------------------------------------------------
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         """The body's ``messages`` (and ``system``, when the body has or now needs one)."""
-        if governed is self.view and self._renders_itself:  # nothing changed: the client's own, as sent
-            fields: dict[str, Any] = {"messages": list(self.messages)}
-            if self.system is not None:
-                fields["system"] = self.system
-            return fields
         system: list[Message] = []
         index = 0
         while index < len(governed) and governed[index].get("role") in SYSTEM_ROLES:
@@ -152,7 +123,7 @@ class AnthropicOutline:
                 continue
             out.append(self._other(message))
             index += 1
-        fields = {"messages": [*self.dead, *out]}
+        fields: dict[str, Any] = {"messages": [*self.dead, *out]}
         if len(system) == 1 and origin(system[0]) is not None and system[0]["content"] is self.system:
             fields["system"] = self.system
         elif system:

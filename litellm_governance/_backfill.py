@@ -8,52 +8,39 @@ reject any message between a call and its results; OpenAI rejects unanswered cal
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Final
 
-from ._context import Context, StepResult
+from ._context import Context, Fate, StepResult
 from ._messages import Message, call_name, tool_calls
+from ._steps import BACKFILLED, RESULTS_MOVED
 
-__all__ = ["BACKFILL_CONTENT", "Backfill"]
+__all__ = ["BACKFILL_CONTENT", "backfill"]
 
 #: Content of a result inserted for a call whose result is missing.
 BACKFILL_CONTENT: Final = "[Tool result unavailable — call was interrupted or lost]"
 
 
-class Backfill:
-    name = "backfill"
-
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        pairing = ctx.pairing(messages)
-        if not pairing.unanswered and not pairing.scattered:  # every call answered, by results right after it
-            return StepResult(messages)
-        blocks: dict[int, list[int]] = {}
-        for result_index, (owner, _) in pairing.answers.items():
-            blocks.setdefault(owner, []).append(result_index)
-
-        counts: Counter[str] = Counter()
-        out: list[Message] = []
-        moved = 0
-        for index, message in enumerate(messages):
-            if index in pairing.answers:
-                continue  # emitted in its call's block
-            out.append(message)
-            block = blocks.get(index, [])
-            for offset, result_index in enumerate(block):
-                moved += result_index != index + 1 + offset
-                out.append(messages[result_index])
-            calls = tool_calls(message)
-            for position in pairing.unanswered.get(index, []):
-                call = calls[position]
-                out.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "name": call_name(call),
-                        "content": BACKFILL_CONTENT,
-                    }
-                )
-                counts["backfilled"] += 1
-        if moved:
-            counts["results_moved"] += moved
-        return StepResult(out, counts)
+def backfill(messages: list[Message], ctx: Context) -> StepResult:
+    pairing = ctx.pairing(messages)
+    if not pairing.unanswered and not pairing.scattered:  # every call answered, by results right after it
+        return StepResult(messages)
+    blocks: dict[int, list[int]] = {}
+    for result_index, (owner, _) in pairing.answers.items():
+        blocks.setdefault(owner, []).append(result_index)
+    fates: list[Fate] = []
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        if index in pairing.answers:
+            continue  # emitted in its call's block
+        out.append(message)
+        for offset, result_index in enumerate(blocks.get(index, [])):
+            if result_index != index + 1 + offset:
+                fates.append(Fate(RESULTS_MOVED, messages[result_index]))
+            out.append(messages[result_index])
+        calls = tool_calls(message)
+        for position in pairing.unanswered.get(index, []):
+            call = calls[position]
+            stub = {"role": "tool", "tool_call_id": call["id"], "name": call_name(call), "content": BACKFILL_CONTENT}
+            fates.append(Fate(BACKFILLED, stub))
+            out.append(stub)
+    return StepResult(out, tuple(fates))

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
-from typing import Any, Final, NamedTuple, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
 from ._backfill import BACKFILL_CONTENT
 from ._messages import Message, call_id, call_name, native_of, tool_calls
 from ._reads import kept_arguments
-from ._tokens import fingerprint
 
 __all__ = [
     "MAIN_ARGUMENT_KEYS",
@@ -77,8 +75,7 @@ SUBCOMMAND_TOOLS: Final = frozenset({"str_replace_editor", "str_replace_based_ed
 
 
 class CallInfo(NamedTuple):
-    """A tool call as a stub or a note names it (a named tuple: one is built per call of an Anthropic
-    body on every request, and a tuple is built three times faster than a frozen dataclass)."""
+    """A tool call as a stub or a note names it."""
 
     name: str
     #: The main argument's name and its (shortened, single-line) value; None when the call has none.
@@ -92,31 +89,17 @@ class CallInfo(NamedTuple):
 
     def describe(self) -> str:
         """``Read(file_path="src/app.py")``, or ``Read()`` when the call has no main argument."""
-        return _describe(self.name, self.command, self.key, self.value)
-
-
-@lru_cache(maxsize=8192)
-def _describe(name: str, command: str | None, key: str | None, value: str | None) -> str:
-    shown = []
-    if command is not None:
-        shown.append(f"command={json.dumps(command, ensure_ascii=False)}")
-    if key is not None and value is not None:
-        shown.append(f"{key}={json.dumps(value, ensure_ascii=False)}")
-    return f"{name}({', '.join(shown)})"
+        shown = []
+        if self.command is not None:
+            shown.append(f"command={json.dumps(self.command, ensure_ascii=False)}")
+        if self.key is not None and self.value is not None:
+            shown.append(f"{self.key}={json.dumps(self.value, ensure_ascii=False)}")
+        return f"{self.name}({', '.join(shown)})"
 
 
 def shorten(text: str, limit: int = ARGUMENT_CHARS) -> str:
     """`text` on one line (runs of whitespace become one space), at most `limit` characters: a
-    longer one keeps its head and its tail around ``…`` (a path's file name, a command's start).
-    Remembered by a hash of the text, never the text (as `_remembered`)."""
-    key = hash((limit, len(text), hash(text)))
-    found = _SHORTENED.get(key)
-    if found is None:
-        found = _keep(_SHORTENED, key, _shorten(text, limit), _CALLS_KEPT)
-    return found
-
-
-def _shorten(text: str, limit: int) -> str:
+    longer one keeps its head and its tail around ``…`` (a path's file name, a command's start)."""
     flat = _SPACES.sub(" ", text).strip()
     if len(flat) <= limit:
         return flat
@@ -175,27 +158,7 @@ def call_info(call: Mapping[str, Any]) -> CallInfo | None:
     if name is None:
         return None
     function = call.get("function")
-    raw = function.get("arguments") if isinstance(function, Mapping) else None
-    # Agents resend the same calls: each is named once, remembered by a hash of its name and arguments
-    # (never the text: a call may carry a whole file; CallInfo keeps `kept_arguments`). An object's
-    # (Anthropic's ``input``, parsed anew on every request) by its `fingerprint`. `_remembered`
-    # inlined: this runs once per call on every request.
-    if type(raw) is str:
-        key = hash((name, raw))
-    elif type(raw) is dict:
-        try:
-            key = hash((name, fingerprint(raw)))
-        except (RecursionError, ValueError, TypeError):  # a value no fingerprint holds
-            return _call_info(name, raw)
-    else:
-        return _call_info(name, parse_arguments(raw))
-    found = _CALLS.get(key)
-    if found is None:
-        found = _keep(_CALLS, key, _call_info(name, parse_arguments(raw)), _CALLS_KEPT)
-    return found
-
-
-def _call_info(name: str, arguments: Mapping[str, Any] | None) -> CallInfo:
+    arguments = parse_arguments(function.get("arguments") if isinstance(function, Mapping) else None)
     command = None
     if name in SUBCOMMAND_TOOLS and arguments is not None and isinstance(arguments.get("command"), str):
         command = shorten(arguments["command"], 20)
@@ -227,44 +190,9 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, CallInfo]:
 def describe_size(content: object) -> str:
     """A result's size the way an agent reads it: ``412 lines``, ``85 characters`` (one line),
     ``2 images``; for blocks, their text and the other blocks counted by type."""
-    if type(content) is str:
-        return _remembered(_SIZES, content, _text_size) if len(content) >= _CACHED_SIZE else _text_size(content)
+    if isinstance(content, str):
+        return _text_size(content)
     return _describe_size(content)
-
-
-_CACHED_SIZE: Final = 2_000
-#: Entries each remembering store holds (`_remembered`): about 100 bytes an entry, 1.6 MiB per store
-#: when full (65,536 held 12 MiB each, and two of them more than the token cache); a session's results
-#: are a few hundred entries, so this still holds those of as many sessions as the token cache does.
-_SIZES_KEPT: Final = 16_384
-_SIZES: dict[int, str] = {}
-#: Calls named (`call_info`) and texts shortened (`shorten`), by a hash of the call or the text:
-#: never a text of the request (a call may carry a whole file an agent wrote). At most `_CALLS_KEPT`
-#: entries each.
-_CALLS: dict[int, CallInfo] = {}
-_SHORTENED: dict[int, str] = {}
-_CALLS_KEPT: Final = 8_192
-_T = TypeVar("_T")
-
-
-def _remembered(store: dict[int, _T], text: str, compute: Callable[[str], _T]) -> _T:
-    """``compute(text)``, remembered in `store` by a hash of (length, hash) — never the text itself
-    (nor a tuple: an int takes less memory): agents resend the same outputs. At most `_SIZES_KEPT`
-    entries. Python's string hash is keyed per process: collisions cannot be aimed at (as the token
-    cache's keys), and one would only misname one result's size or outcome."""
-    key = hash((len(text), hash(text)))
-    found = store.get(key)
-    if found is None:
-        found = _keep(store, key, compute(text), _SIZES_KEPT)
-    return found
-
-
-def _keep(store: dict[int, _T], key: int, value: _T, most: int) -> _T:
-    """Put `value` in `store` under `key`, the store started again when it holds `most` entries."""
-    if len(store) >= most:
-        store.clear()
-    store[key] = value
-    return value
 
 
 def _text_size(text: str) -> str:
@@ -323,15 +251,7 @@ def looks_like_error(result: Message) -> bool:
         return False
     if content == BACKFILL_CONTENT:
         return True  # the stand-in for a result that never came
-    if len(content) < _CACHED_FAILURE:
-        return _states_failure(content)
-    return _remembered(_FAILURES, content, _states_failure)
-
-
-# Results at least this long are looked up (their text's hash is usually computed already, by the
-# token count): the exit-code search below costs several microseconds on a result that says "exit".
-_CACHED_FAILURE: Final = 256
-_FAILURES: dict[int, bool] = {}
+    return _states_failure(content)
 
 
 def _states_failure(content: str) -> bool:

@@ -134,11 +134,9 @@ class GovernanceConfig:
     respect_cache_control: bool = True
     #: Token counts remembered across requests (entries; each is a digest and an int).
     token_cache_size: int = 65_536
-    #: Messages of recent conversations whose counts and steps' walks are remembered for their next
-    #: request, which begins with them (about 300 bytes a message, 530 where the window cuts and the
-    #: note's lines are kept too; plain values and a digest, never their text; the least recently used
-    #: conversations go first; 0 keeps none).
-    conversation_cache_size: int = 32_768
+    #: Deprecated (0.3): accepted and ignored. Earlier versions remembered what a conversation's
+    #: previous request computed; a pass now keeps nothing across requests but token counts.
+    conversation_cache_size: int = 0
     #: Integration only: ``False`` lets the original request through when governance fails
     #: internally (with a warning); ``True`` rejects the request instead.
     fail_closed: bool = False

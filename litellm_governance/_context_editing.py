@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ._errors import InvalidRequestError
-from ._pipeline import token_cache
-from ._tokens import REPLY_PRIMING, TokenCounter, encoding_for_model
+from ._tokens import REPLY_PRIMING, TokenCounter, encoding_for_model, token_cache
 
 __all__ = [
     "APPLIED_HERE",

@@ -3,9 +3,9 @@ and ``--html``. Pure: no I/O.
 
 The request is governed once with every input message tagged with its index (`TRACE`); steps
 copy the tag along with the message (a merge keeps both), so each output message says which
-input messages it stands for. What happened to each is then read off the two lists: kept as it
-was, or the name of the step that acted on it (`_steps`: compacted, merged, snipped,
-orphans_dropped, backfilled …).
+input messages it stands for. What happened to each is what the steps recorded (`_context.Fate`):
+the step that made, changed or dropped it (`_steps`: compacted, merged, snipped, orphans_dropped,
+backfilled …), or kept as it was. Nothing is inferred from the messages' shapes.
 
 The token figures come in one set: each side's ``totals`` break the report's ``tokens_before`` /
 ``tokens_after`` down into system messages, tool schemas, the other messages and the reply priming,
@@ -18,18 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._calls import is_stub
 from ._config import GovernanceConfig
-from ._context import Context
+from ._context import Context, Fate
 from ._formats import Format, detect_format, spec
-from ._messages import TRACE, Message, call_id, call_name, is_empty_content, is_system, tool_calls
+from ._messages import TRACE, Message, call_id, call_name, is_system, tool_calls
 from ._models import Deployment
-from ._pairing import DUPLICATE, ORPHAN, pair
 from ._pipeline import run
 from ._snip import is_task
-from ._steps import KEPT
+from ._steps import KEPT, MERGED, describe, step
 from ._tokens import REPLY_PRIMING
-from ._trace import SUMMARY_START, is_note
 
 __all__ = ["Explanation", "explain"]
 
@@ -58,78 +55,17 @@ def explain(
     fmt = detect_format(request) if format is None else format
     parsed = spec(fmt).read(request)
     outline = parsed.outline
-    if fmt == "chat":  # the client's own dicts: tag copies
-        outline.view = [{**m, TRACE: (i,)} for i, m in enumerate(outline.view)]
-    else:  # the outline's own dicts: tag them in place, so rendering still finds them
-        for i, message in enumerate(outline.view):
-            message[TRACE] = (i,)
+    # Tag each message with its index: copies of the client's own dicts (chat), the outline's own in place.
+    outline.view = [{**m, TRACE: (i,)} for i, m in enumerate(outline.view)] if fmt == "chat" else outline.view
+    for i, message in enumerate(outline.view):
+        message[TRACE] = (i,)
     originals = list(outline.view)
     where = getattr(outline, "where", {})
     outcome = run(parsed, Deployment(model, provider, dict(model_info) if model_info else None), config)
     governed, ctx, report = outcome.governed, outcome.context, outcome.report
-    names = _call_names(originals)
-    outputs: dict[int, list[int]] = {}
-    for j, message in enumerate(governed):
-        for i in message.get(TRACE, ()):
-            outputs.setdefault(i, []).append(j)
-    pairing = pair(originals)
-    survivors = {i for i, m in enumerate(originals) if i in outputs and not is_system(m)}
-
-    before: list[dict[str, Any]] = []
-    highest = -1
-    for i, message in enumerate(originals):
-        found = outputs.get(i)
-        at: int | None = None
-        if found:
-            at = found[0]
-            fate, detail = _change(message, governed[at], ctx)
-            if fate == KEPT and at < highest:
-                fate, detail = "results_moved", "moved up to follow its call"
-            highest = max(highest, at)
-        else:
-            fate, detail = _dropped(i, message, originals, pairing, survivors)
-        before.append(
-            {
-                "index": i,
-                "where": where.get(id(message), f"messages[{i}]"),
-                "role": _role(message),
-                "tool": _tool(message, names),
-                "tokens": ctx.tokens(message),
-                "fate": fate,
-                "after": at,
-                "detail": detail,
-            }
-        )
-    after: list[dict[str, Any]] = []
-    for j, message in enumerate(governed):
-        sources = list(message.get(TRACE, ()))
-        if sources:
-            fate, detail = _change(originals[sources[0]], message, ctx, merged=len(sources) > 1)
-        elif message.get("role") == "tool":
-            fate, detail = "backfilled", "result stub for a call whose result was missing"
-        elif is_note(message):
-            summarized = str(message.get("content", "")).startswith(SUMMARY_START)
-            fate = "summarized" if summarized else "noted"
-            detail = (
-                "note opening with the summary of earlier cut turns"
-                if summarized
-                else "note listing what the cut turns did"
-            )
-        elif message.get("role") == "assistant":
-            fate, detail = "assistant_bridge_inserted", "assistant turn the provider's rules need after results"
-        else:
-            fate, detail = "synthetic_user_inserted", "user turn the provider's rules need first"
-        after.append(
-            {
-                "index": j,
-                "role": _role(message),
-                "tool": _tool(message, names),
-                "tokens": ctx.tokens(message),
-                "fate": fate,
-                "from": sources,
-                "detail": detail,
-            }
-        )
+    story = _Story(originals, governed, outcome.fates, ctx)
+    before = [story.input_row(i, where.get(id(m), f"messages[{i}]")) for i, m in enumerate(originals)]
+    after = [story.output_row(j) for j in range(len(governed))]
     leading = [i for i, m in enumerate(originals) if is_system(m) and all(is_system(x) for x in originals[:i])]
     tasks = [i for i, m in enumerate(originals) if is_task(m)]
     ratio = report.token_ratio
@@ -146,14 +82,93 @@ def explain(
             ),
         },
         "system_kept": all(before[i]["fate"] == KEPT for i in leading),
-        "task_kept": bool(tasks) and before[tasks[-1]]["fate"] in (KEPT, "merged", "results_moved"),
+        # The task reaches the provider (as it was, or merged with what the rules put next to it).
+        "task_kept": bool(tasks) and before[tasks[-1]]["after"] is not None,
         "before": before,
         "after": after,
     }
-    fields = {k: _untagged(v) for k, v in outcome.fields.items()}
     governed_request = dict(request)
-    governed_request.update(fields)
+    governed_request.update({k: _untagged(v) for k, v in outcome.fields.items()})
     return Explanation(request=governed_request, data=data)
+
+
+class _Story:
+    """What the steps recorded, read per message: the fate of each output message (the last step
+    that made or changed it) and of each input message that reaches no output (the step that dropped it)."""
+
+    def __init__(
+        self, originals: Sequence[Message], governed: Sequence[Message], fates: Sequence[Fate], ctx: Context
+    ) -> None:
+        self.originals, self.governed, self.ctx = originals, governed, ctx
+        self.names = _call_names(originals)
+        self.made: dict[int, Fate] = {}  # id(output message) -> its last fate
+        present = {id(m) for m in governed}
+        self.dropped: dict[int, Fate] = {}  # input index -> the fate that took it out
+        for fate in fates:
+            if fate.message is None:
+                continue
+            if id(fate.message) in present:
+                self.made[id(fate.message)] = fate
+            else:
+                for index in fate.message.get(TRACE, ()):
+                    self.dropped[index] = fate
+        self.outputs: dict[int, list[int]] = {}  # input index -> the output messages standing for it
+        for j, message in enumerate(governed):
+            for i in message.get(TRACE, ()):
+                self.outputs.setdefault(i, []).append(j)
+
+    def input_row(self, i: int, where: str) -> dict[str, Any]:
+        original = self.originals[i]
+        found = self.outputs.get(i)
+        at = found[0] if found else None
+        if at is not None:
+            fate, detail = self._fate(original, self.governed[at])
+        else:
+            dropped = self.dropped.get(i)
+            fate = dropped.step if dropped is not None else KEPT
+            detail = describe(fate) if dropped is not None else ""
+        return {
+            "index": i,
+            "where": where,
+            "role": _role(original),
+            "tool": _tool(original, self.names),
+            "tokens": self.ctx.tokens(original),
+            "fate": fate,
+            "after": at,
+            "detail": detail,
+        }
+
+    def output_row(self, j: int) -> dict[str, Any]:
+        message = self.governed[j]
+        sources = list(message.get(TRACE, ()))
+        if sources:
+            fate, detail = self._fate(self.originals[sources[0]], message)
+        else:
+            made = self.made.get(id(message))
+            fate = made.step if made is not None else KEPT
+            detail = describe(fate)
+        return {
+            "index": j,
+            "role": _role(message),
+            "tool": _tool(message, self.names),
+            "tokens": self.ctx.tokens(message),
+            "fate": fate,
+            "from": sources,
+            "detail": detail,
+        }
+
+    def _fate(self, original: Message, output: Message) -> tuple[str, str]:
+        """The fate of `original`, which reached the request as `output`, and a line saying how."""
+        made = self.made.get(id(output))
+        if made is None:
+            return KEPT, ""
+        sources = output.get(TRACE, ())
+        if made.step == MERGED:
+            return MERGED, f"merged with input message(s) {', '.join(str(i) for i in sources)}"
+        found = step(made.step)
+        if found is not None and found.kind == "shrunk":
+            return made.step, f"{describe(made.step)}: {self.ctx.tokens(original)} -> {self.ctx.tokens(output)} tokens"
+        return made.step, describe(made.step)
 
 
 def _totals(
@@ -212,63 +227,3 @@ def _tool(message: Message, names: Mapping[str, str]) -> str | None:
         return names.get(ident) if isinstance(ident, str) else None
     calls = [n for c in tool_calls(message) if (n := call_name(c)) is not None]
     return ", ".join(calls) if calls else None
-
-
-def _ids(message: Message) -> list[Any]:
-    return [call_id(c) for c in tool_calls(message)]
-
-
-def _change(original: Message, output: Message, ctx: Context, *, merged: bool | None = None) -> tuple[str, str]:
-    """How `output` differs from the `original` it came from."""
-    if merged is None:
-        merged = len(output.get(TRACE, ())) > 1
-    if output is original:
-        return KEPT, ""
-    if merged:
-        return "merged", f"merged with input message(s) {', '.join(str(i) for i in output.get(TRACE, ()))}"
-    role, was = output.get("role"), original.get("role")
-    if role != was:
-        if was == "assistant":
-            return "recovered_as_user", "the only turn left, kept as the user's"
-        return "system_converted", f"mid-conversation {was} message turned into a labelled {role} note"
-    if role == "tool":
-        content = output.get("content")
-        if is_stub(content) and original.get("content") != content:
-            if isinstance(content, str) and content.endswith(" — superseded by a later read]"):
-                return (
-                    "superseded",
-                    f"stale copy of a file read again later: {ctx.tokens(original)} -> {ctx.tokens(output)} tokens",
-                )
-            return "compacted", f"{ctx.tokens(original)} -> {ctx.tokens(output)} tokens"
-        if content != original.get("content") and output.get("tool_call_id") == original.get("tool_call_id"):
-            return "truncated", f"newest result cut to fit: {ctx.tokens(original)} -> {ctx.tokens(output)} tokens"
-        if output.get("tool_call_id") != original.get("tool_call_id"):
-            return "tool_call_ids_renamed", "tool-call id made unique"
-    if _ids(output) != _ids(original):
-        if len(_ids(output)) < len(_ids(original)):
-            return "malformed_calls_dropped", "tool calls without an id or a name dropped"
-        return "tool_call_ids_renamed", "tool-call ids made unique"
-    if "reasoning_content" in output and "reasoning_content" not in original:
-        return "reasoning_content_filled", "reasoning_content the provider requires sent back"
-    if original.get("content") is None and output.get("content") == "":
-        return "null_content_filled", "null content replaced by an empty string"
-    return "blank_text_dropped", "blank text parts dropped"
-
-
-def _dropped(
-    index: int, message: Message, originals: Sequence[Message], pairing: Any, survivors: set[int]
-) -> tuple[str, str]:
-    """Why an input message reaches no output."""
-    reason = pairing.rejected.get(index)
-    if reason == ORPHAN:
-        return "orphans_dropped", "result for no earlier tool call"
-    if reason == DUPLICATE:
-        return "duplicates_dropped", "second result for the same call"
-    role = message.get("role")
-    if role == "assistant" and index in pairing.malformed and is_empty_content(message.get("content")):
-        return "malformed_calls_dropped", "tool calls without an id or a name, and no text"
-    if role in ("user", "assistant") and is_empty_content(message.get("content")) and not tool_calls(message):
-        return "empty_messages_dropped", "no content"
-    if role == "assistant" and not any(i > index for i in survivors):
-        return "trailing_assistant_dropped", "trailing assistant message (the model takes no prefill)"
-    return "snipped", "older history cut to fit the budget"

@@ -71,17 +71,6 @@ class Outline(Protocol):
         """The request fields that carry the governed history, in the request's own format."""
         ...
 
-    def source(self) -> tuple[list[Any], object] | None:
-        """The client's history and system prompt as sent, for finding the conversation
-        (`_conversations`); None where the history cannot be told by them (a string input, one
-        stored upstream, one that a compaction opens)."""
-        ...
-
-    def prefix(self, items: int) -> int:
-        """How many outline messages are read from the first `items` history items alone (those
-        the following items cannot change)."""
-        ...
-
 
 class ChatOutline:
     """Chat completions: the messages are their own outline."""
@@ -96,12 +85,6 @@ class ChatOutline:
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         return {"messages": governed}
-
-    def source(self) -> tuple[list[Any], object] | None:
-        return self.view, None
-
-    def prefix(self, items: int) -> int:
-        return items  # one outline message per message
 
 
 @dataclass(frozen=True)
@@ -142,6 +125,8 @@ class FormatSpec:
     call_types: frozenset[str]
     #: Body -> outline.
     reader: Callable[[Mapping[str, Any]], Outline]
+    #: Its assistant messages carry chat's ``reasoning_content`` (thinking-mode providers want it back).
+    reasoning_field: bool = False
 
     def max_output_tokens(self, request: Mapping[str, Any]) -> int | None:
         """The output tokens a request asks for (what the provider reserves next to the prompt)."""
@@ -166,6 +151,7 @@ FORMATS: Final[Mapping[Format, FormatSpec]] = {
         metadata="metadata",
         call_types=frozenset({"completion", "acompletion"}),
         reader=lambda body: ChatOutline(_plain(body.get("messages"))),
+        reasoning_field=True,
     ),
     "anthropic": FormatSpec(
         name="anthropic",

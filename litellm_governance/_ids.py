@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter, deque
+from collections import deque
 from typing import Any, Final
 
-from ._context import Context, StepResult, stood
+from ._context import Context, Fate, StepResult
 from ._messages import Message, call_id, tool_calls
+from ._profiles import Profile
+from ._steps import TOOL_CALL_IDS_RENAMED
 
-__all__ = ["UniqueToolCallIds", "nine_char_id"]
+__all__ = ["nine_char_id", "unique_ids"]
 
 _NINE: Final = re.compile(r"[A-Za-z0-9]{9}")
 _ALPHABET: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -41,40 +43,18 @@ def nine_char_id(ident: str, salt: int = 0) -> str:
     return "".join(chars)
 
 
-class UniqueToolCallIds:
-    name = "unique_ids"
-
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        profile = ctx.profile
-        taken, count = _taken(messages, ctx)
-        needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
-        # Cheap check first: most requests have no repeated id at all.
-        if not needs_work and (
-            count == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages))
-        ):
-            return StepResult(messages)
-        counts: Counter[str] = Counter()
-        return StepResult(_rename(messages, ctx, set(taken), counts), counts)
-
-
-def _idents(messages: list[Message], start: int, end: int) -> list[str]:
-    return [ident for m in messages[start:end] for c in tool_calls(m) if (ident := call_id(c)) is not None]
-
-
-def _taken(messages: list[Message], ctx: Context) -> tuple[frozenset[str], int]:
-    """The ids of the calls in `messages`, and how many calls have one. Where the previous request of
-    the conversation began this list (`Context.conversation`), its ids are taken from what it kept."""
-    shared = ctx.conversation(messages)
-    if shared is None:
-        idents = _idents(messages, 0, len(messages))
-        return frozenset(idents), len(idents)
-    mark, walks = shared
-    end, kept, count = stood(walks, "ids", mark, (0, frozenset(), 0))
-    upto = _idents(messages, end, mark)
-    kept, count = kept.union(upto), count + len(upto)
-    ctx.keep("ids", (mark, kept, count))
-    rest = _idents(messages, mark, len(messages))
-    return kept.union(rest), count + len(rest)
+def unique_ids(messages: list[Message], ctx: Context) -> StepResult:
+    profile = ctx.profile
+    idents = [ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None]
+    taken = set(idents)
+    needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
+    # Cheap check first: most requests have no repeated id at all.
+    if not needs_work and (
+        len(idents) == len(taken) or (not profile.unique_tool_call_ids and not _repeats_within(messages))
+    ):
+        return StepResult(messages)
+    fates: list[Fate] = []
+    return StepResult(_rename(messages, ctx, taken, fates), tuple(fates))
 
 
 def _repeats_within(messages: list[Message]) -> bool:
@@ -92,10 +72,32 @@ def _with_suffix(ident: str, suffix: int, marker: str | None) -> str:
     return f"{ident}_{suffix}"
 
 
-def _rename(messages: list[Message], ctx: Context, taken: set[str], counts: Counter[str]) -> list[Message]:
+def _new_ident(ident: str, profile: Profile, seen: set[str], taken: set[str]) -> str:
+    """The id a call with `ident` gets, given the ids `seen` in its scope and every id `taken`."""
+    new_ident = ident
+    if profile.nine_char_ids and not _NINE.fullmatch(ident):
+        salt = 0
+        new_ident = nine_char_id(ident)
+        while new_ident in seen or (new_ident in taken and new_ident != ident):
+            salt += 1
+            new_ident = nine_char_id(ident, salt)
+    if new_ident not in seen:
+        return new_ident
+    if profile.nine_char_ids:
+        salt = 1
+        while (candidate := nine_char_id(ident, salt)) in seen or candidate in taken:
+            salt += 1
+        return candidate
+    suffix = 2
+    while _with_suffix(ident, suffix, profile.id_payload_marker) in taken:
+        suffix += 1
+    return _with_suffix(ident, suffix, profile.id_payload_marker)
+
+
+def _rename(messages: list[Message], ctx: Context, taken: set[str], fates: list[Fate]) -> list[Message]:
     profile = ctx.profile
     seen: set[str] = set()
-    out: list[Message] | None = None
+    out: list[Message] = []
     index = 0
     while index < len(messages):
         message = messages[index]
@@ -107,52 +109,27 @@ def _rename(messages: list[Message], ctx: Context, taken: set[str], counts: Coun
         # first unanswered call with their id, so the n-th result with an id takes the n-th.
         slots: dict[str, deque[str]] = {}
         new_calls: list[Any] = []
-        renamed = 0
         for call in calls:
             ident = call_id(call)
-            if ident is None:
-                new_calls.append(call)
-                continue
-            new_ident = ident
-            if profile.nine_char_ids and not _NINE.fullmatch(ident):
-                salt = 0
-                new_ident = nine_char_id(ident)
-                while new_ident in seen or (new_ident in taken and new_ident != ident):
-                    salt += 1
-                    new_ident = nine_char_id(ident, salt)
-            if new_ident in seen:
-                if profile.nine_char_ids:
-                    salt = 1
-                    while (candidate := nine_char_id(ident, salt)) in seen or candidate in taken:
-                        salt += 1
-                    new_ident = candidate
-                else:
-                    suffix = 2
-                    while _with_suffix(ident, suffix, profile.id_payload_marker) in taken:
-                        suffix += 1
-                    new_ident = _with_suffix(ident, suffix, profile.id_payload_marker)
-            if new_ident != ident:
+            new_ident = ident if ident is None else _new_ident(ident, profile, seen, taken)
+            if ident is not None and new_ident is not None:
                 taken.add(new_ident)
-                renamed += 1
-            seen.add(new_ident)
-            slots.setdefault(ident, deque()).append(new_ident)
+                seen.add(new_ident)
+                slots.setdefault(ident, deque()).append(new_ident)
             new_calls.append(call if new_ident == ident else {**call, "id": new_ident})
+        renamed = sum(1 for a, b in zip(calls, new_calls, strict=True) if a is not b)
         if not renamed:
-            if out is not None:
-                out.append(message)
+            out.append(message)
             continue
-        if out is None:
-            out = messages[: index - 1]
         out.append({**message, "tool_calls": new_calls})
-        counts["tool_call_ids_renamed"] += renamed
+        fates.append(Fate(TOOL_CALL_IDS_RENAMED, out[-1], renamed))
         while index < len(messages) and messages[index].get("role") == "tool":
             result = messages[index]
             ident = result.get("tool_call_id")
             queue = slots.get(ident) if isinstance(ident, str) else None
-            if queue:
-                new_ident = queue.popleft()
-                if new_ident != ident:
-                    result = {**result, "tool_call_id": new_ident}
+            if queue and (new_ident := queue.popleft()) != ident:
+                result = {**result, "tool_call_id": new_ident}
+                fates.append(Fate(TOOL_CALL_IDS_RENAMED, result, 0))
             out.append(result)
             index += 1
-    return messages if out is None else out
+    return out if fates else messages

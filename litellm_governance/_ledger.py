@@ -21,7 +21,8 @@ class Ledger:
     def __init__(self, ctx: Context, messages: list[Message], raw: int) -> None:
         self._ctx = ctx
         self._last = messages
-        self.raw = raw
+        #: Tokens before the first stage, and after the last measured.
+        self.before = self.raw = raw
         self._marks: list[tuple[str, int]] = [("", raw)]
 
     def _total(self, messages: list[Message]) -> int:
@@ -34,17 +35,12 @@ class Ledger:
         self._last = messages
         self._marks.append((stage, self.raw))
 
-    def after_shrink(self, before: list[Message], after: list[Message], saved: int | None = None) -> None:
-        """Compaction and snipping run interleaved (`StableShrink`): what the stubs in `after` saved
-        against the results they replace is compaction's, the rest snipping's. `saved` is that
-        saving when the shrinking step said what it was (else the stubs are found here)."""
-        if after is before:
-            self._marks.append(("compaction", self.raw))
-            self.after("snipping", after)
-            return
-        if saved is None:
-            saved = _stub_savings(before, after, self._ctx)
-        self._marks.append(("compaction", self.raw - saved))
+    def after_shrink(self, before: list[Message], after: list[Message]) -> None:
+        """Compaction and snipping run interleaved (`_stable`): what the stubs in `after` save against
+        the results they replace is compaction's, the rest snipping's."""
+        self._marks.append(
+            ("compaction", self.raw - (_stub_savings(before, after, self._ctx) if after is not before else 0))
+        )
         self.after("snipping", after)
 
     def removed(self, ratio: float) -> dict[str, int]:
@@ -63,18 +59,12 @@ def _stub_savings(before: list[Message], after: list[Message], ctx: Context) -> 
     """Tokens the compaction stubs in `after` save against the results of `before` they replace."""
     kept = {id(m) for m in before}
     stubs = [m for m in after if id(m) not in kept and m.get("role") == "tool" and is_stub(m.get("content"))]
-    if not stubs:
-        return 0
-    # Only the results the new stubs answer are looked at (is_stub on every result costs more).
     wanted = {m.get("tool_call_id") for m in stubs}
     whole: dict[object, list[Message]] = {}
     for message in before:
-        if (
-            message.get("role") == "tool"
-            and message.get("tool_call_id") in wanted
-            and not is_stub(message.get("content"))
-        ):
-            whole.setdefault(message.get("tool_call_id"), []).append(message)
+        ident = message.get("tool_call_id")
+        if isinstance(ident, str) and ident in wanted and not is_stub(message.get("content")):
+            whole.setdefault(ident, []).append(message)
     saved = 0
     for message in stubs:
         originals = whole.get(message.get("tool_call_id"))

@@ -348,16 +348,13 @@ def _as_parts(content: object, text_type: str) -> list[Any]:
     return [{"type": text_type, "text": text}]
 
 
-def merge_content(
-    first: object, second: object, text_type: str = "text", join: Callable[[Sequence[str]], str] = "".join
-) -> object:
+def merge_content(first: object, second: object, text_type: str = "text") -> object:
     """Both contents, in order, losing nothing: strings joined by a blank line, lists concatenated
-    (a string next to a list becomes a part of `text_type`: ``input_text`` in the Responses format).
-    Two strings are put together by `join` (`TokenCounter.compose`: the text counted from both)."""
+    (a string next to a list becomes a part of `text_type`: ``input_text`` in the Responses format)."""
     if first is None or first == "":
         return second if second is not None else first
     if second is None or second == "":
         return first
     if isinstance(first, str) and isinstance(second, str):
-        return join((f"{first}\n\n", second))
+        return f"{first}\n\n{second}"
     return _as_parts(first, text_type) + _as_parts(second, text_type)

@@ -8,52 +8,46 @@ non-empty list is removed; an assistant message left with neither content nor ca
 
 from __future__ import annotations
 
-from collections import Counter
-
-from ._context import Context, StepResult
+from ._context import Context, Fate, StepResult
 from ._messages import Message, is_empty_content
 from ._pairing import ORPHAN, is_valid_call
+from ._steps import DUPLICATES_DROPPED, EMPTY_MESSAGES_DROPPED, MALFORMED_CALLS_DROPPED, ORPHANS_DROPPED
 
-__all__ = ["DropOrphans"]
+__all__ = ["drop_orphans"]
 
 
-class DropOrphans:
-    name = "orphans"
+def drop_orphans(messages: list[Message], ctx: Context) -> StepResult:
+    fates: list[Fate] = []
+    current = messages
+    malformed = set(ctx.pairing(messages).malformed)
+    if malformed:
+        current = []
+        for index, message in enumerate(messages):
+            cleaned = _clean_calls(message, fates) if index in malformed else message
+            if cleaned is not None:
+                current.append(cleaned)
+    rejected = ctx.pairing(current).rejected
+    for index, reason in rejected.items():
+        fates.append(Fate(ORPHANS_DROPPED if reason == ORPHAN else DUPLICATES_DROPPED, current[index]))
+    if rejected:
+        current = [m for i, m in enumerate(current) if i not in rejected]
+    return StepResult(current, tuple(fates))
 
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        counts: Counter[str] = Counter()
-        current = messages
-        malformed = ctx.pairing(messages).malformed
-        if malformed:
-            current = []
-            start = 0
-            for index in malformed:
-                current.extend(messages[start:index])
-                cleaned = self._clean_calls(messages[index], counts)
-                if cleaned is not None:
-                    current.append(cleaned)
-                start = index + 1
-            current.extend(messages[start:])
-        rejected = ctx.pairing(current).rejected
-        if not rejected:
-            return StepResult(current, counts)
-        for reason in rejected.values():
-            counts["orphans_dropped" if reason == ORPHAN else "duplicates_dropped"] += 1
-        return StepResult([m for i, m in enumerate(current) if i not in rejected], counts)
 
-    @staticmethod
-    def _clean_calls(message: Message, counts: Counter[str]) -> Message | None:
-        calls = message["tool_calls"]
-        valid = [c for c in calls if is_valid_call(c)] if isinstance(calls, list) else []
-        dropped = len(calls) - len(valid) if isinstance(calls, list) else 1
-        if calls is not None and calls != []:
-            counts["malformed_calls_dropped"] += dropped
-        cleaned = dict(message)
-        if valid:
-            cleaned["tool_calls"] = valid
-            return cleaned
+def _clean_calls(message: Message, fates: list[Fate]) -> Message | None:
+    """`message` without its malformed calls (None: nothing left in it)."""
+    calls = message["tool_calls"]
+    valid = [c for c in calls if is_valid_call(c)] if isinstance(calls, list) else []
+    dropped = len(calls) - len(valid) if isinstance(calls, list) else 1
+    cleaned = dict(message)
+    if valid:
+        cleaned["tool_calls"] = valid
+    else:
         del cleaned["tool_calls"]
-        if is_empty_content(cleaned.get("content")):
-            counts["empty_messages_dropped"] += 1
-            return None
-        return cleaned
+    empty = not valid and is_empty_content(cleaned.get("content"))
+    if calls is not None and calls != []:
+        fates.append(Fate(MALFORMED_CALLS_DROPPED, None if empty else cleaned, dropped))
+    if empty:
+        fates.append(Fate(EMPTY_MESSAGES_DROPPED, cleaned))
+        return None
+    return cleaned

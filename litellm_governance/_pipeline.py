@@ -8,58 +8,55 @@ into the client's format, re-emitting the client's own objects wherever no step 
 
 The order, and why:
 
-1. Repair pairing (`DropOrphans`, `Backfill`, then `UniqueToolCallIds` where the provider
+1. Repair pairing (`drop_orphans`, `backfill`, then `unique_ids` where the provider
    needs unique ids). Done first so that every later step sees whole units, an assistant message
    followed by exactly its results: snipping then keeps or drops a call together with its
    results, and what the repairs add (stubs, longer ids) is counted against the budget.
    (Nanobot repairs again after snipping because its snip can split pairs and its backfill can
    push a request back over budget; here neither can happen.)
-2. Shrink: `Microcompact`, then `Snip` (or, with ``cache_stable``, `StableShrink`, which replays
+2. Shrink: `microcompact`, then `snip` (or, with ``cache_stable``, `stable_shrink`, which replays
    both over the conversation's growth). Compaction first, because a stub loses one stale tool
    output where a cut loses whole turns. If the budget can only be met by rewriting what a
    ``cache_control`` breakpoint protects, or by compacting even the newest results, shrinking is
    retried with those allowed (the budget beats both preferences).
-3. The provider's role rules (`EnforceRoles`). Last, because snipping changes which message comes
+3. The provider's role rules (`enforce_roles`). Last, because snipping changes which message comes
    first and last; the rules only merge, drop or insert whole non-tool messages, so they never
    separate a call from its results, and they never add more than the synthetic user message
    that snipping already reserved room for.
 
 Every step returns its input list itself when it changes nothing, so a second pass over
-governed messages (the proxy runs two hooks per request) is a few cheap scans. And the next request
-of a conversation begins with the previous one: the counts and the steps' walks over those messages
-are taken from it (`_conversations`), and only what was added is counted and walked.
+governed messages (the proxy runs two hooks per request) is a few cheap scans; and each step says
+what it did to which message (`_context.Fate`), which the report, ``explain`` and the metrics read.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ._anthropic import AnthropicOutline
-from ._backfill import Backfill
+from ._backfill import backfill
 from ._config import GovernanceConfig, short_repr, suggestion
-from ._context import Context, Tally
-from ._conversations import conversations, counts_of
+from ._context import Context, Fate, Tally
 from ._cut_turns import CutTurns
 from ._errors import ConfigError, InvalidRequestError
-from ._formats import ChatOutline, Outline, Parsed
-from ._ids import UniqueToolCallIds
+from ._formats import FORMATS, ChatOutline, Outline, Parsed
+from ._ids import unique_ids
 from ._ledger import Ledger
 from ._messages import Message, unnamed_field, validate_tools
 from ._microcompact import large_uncompactable
-from ._models import Deployment, resolve_model
-from ._orphans import DropOrphans
+from ._models import Deployment, ModelFacts, resolve_model
+from ._orphans import drop_orphans
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
 from ._report import GovernanceReport
 from ._responses import ResponsesOutline
-from ._roles import EnforceRoles
+from ._roles import enforce_roles
 from ._shrinking import shrink
-from ._tokens import REPLY_PRIMING, TokenCache, TokenCounter, encoding_for_model
-from ._truncate import TruncateNewest
+from ._tokens import REPLY_PRIMING, TokenCounter, encoding_for_model, token_cache
+from ._truncate import truncate_newest
 
 __all__ = [
     "AnthropicResult",
@@ -72,25 +69,10 @@ __all__ = [
     "govern_anthropic",
     "govern_responses",
     "run",
-    "token_cache",
 ]
 
-_REPAIR = (DropOrphans(), Backfill(), UniqueToolCallIds())
-_TRUNCATE = TruncateNewest()
-_ROLES = EnforceRoles()
+_REPAIRS: Final = (drop_orphans, backfill, unique_ids)
 _DEFAULT_CONFIG = GovernanceConfig()
-
-_caches: dict[int, TokenCache] = {}
-_caches_lock = threading.Lock()
-
-
-def token_cache(size: int = _DEFAULT_CONFIG.token_cache_size) -> TokenCache:
-    """The process-wide token-count cache holding at most `size` entries."""
-    with _caches_lock:
-        cache = _caches.get(size)
-        if cache is None:
-            cache = _caches[size] = TokenCache(size)
-        return cache
 
 
 @dataclass(frozen=True)
@@ -145,6 +127,8 @@ class Outcome:
     context: Context
     #: The turns a cut removed, if any (what a summary model may summarise).
     cut: CutTurns | None = None
+    #: What each step did to which message (`_context.Fate`), in order: what ``explain`` reads.
+    fates: tuple[Fate, ...] = ()
 
 
 def govern(
@@ -267,30 +251,8 @@ def run(
 ) -> Outcome:
     """Govern a parsed request for `deployment`: the rendered request fields, the report, and the
     governed outline. `calibrated` is the deployment's learned token ratio (None: the profile's);
-    `summaries` the summaries of cut turns written so far, by cut key (see `_cut_turns.CutTurns`).
-
-    Where rendering changed how the request reads (`ResponsesOutline.reread`: a Responses run
-    regrouped around its outputs), the re-read request is governed once more, so that governing
-    the output again changes nothing; the outcome is the second pass's, reported as both."""
-    outcome = _run_once(parsed, deployment, config, calibrated, summaries)
-    reread = getattr(parsed.outline, "reread", None)
-    again = reread(outcome.fields) if reread is not None and outcome.report.changed else None
-    if again is None:
-        return outcome
-    second = _run_once(Parsed(again, parsed.tools, parsed.max_output_tokens), deployment, config, calibrated, summaries)
-    report = outcome.report.then(second.report)
-    return Outcome(
-        fields={**outcome.fields, **second.fields},
-        report=replace(report, notes=(*report.notes, REGROUPED_NOTE)),
-        # explain's per-message story is the first pass's (its messages carry the input's tags)
-        governed=outcome.governed,
-        context=outcome.context,
-        cut=second.cut or outcome.cut,
-    )
-
-
-#: The report's note when the output was governed once more (`run`).
-REGROUPED_NOTE: Final = "an assistant turn was regrouped around its tool outputs: governed once more as it now reads"
+    `summaries` the summaries of cut turns written so far, by cut key (see `_cut_turns.CutTurns`)."""
+    return _run_once(parsed, deployment, config, calibrated, summaries)
 
 
 def _run_once(
@@ -302,126 +264,143 @@ def _run_once(
 ) -> Outcome:
     config = _check(deployment, config, calibrated)
     outline: Outline = parsed.outline
-    model = deployment.model
-    original = outline.view
-    tool_list = validate_tools(parsed.tools)
-    max_output_tokens = parsed.max_output_tokens
-    if max_output_tokens is None:
-        max_output = config.max_output_tokens
-    elif isinstance(max_output_tokens, bool) or not isinstance(max_output_tokens, int) or max_output_tokens < 0:
-        raise InvalidRequestError(f"max_output_tokens must be a non-negative integer, got {max_output_tokens!r}")
-    else:
-        max_output = max_output_tokens
-
-    facts = resolve_model(model, config=config, provider=deployment.provider, model_info=deployment.model_info)
-    profile = _pick_profile(config, facts.profile, facts.provider, model)
+    max_output = _max_output(parsed.max_output_tokens, config)
+    facts = resolve_model(
+        deployment.model, config=config, provider=deployment.provider, model_info=deployment.model_info
+    )
+    profile = _pick_profile(config, facts.profile, facts.provider, deployment.model)
     ratio = profile.token_ratio if calibrated is None else float(calibrated.ratio)
-    notes: list[str] = []
-    left_alone = getattr(outline, "left_alone", None)
+    budget, notes = _budget(facts, max_output, config, outline, deployment.model)
+    counter = TokenCounter(encoding_for_model(deployment.model), token_cache(config.token_cache_size))
     history_upstream = bool(getattr(outline, "history_upstream", False))
-    budget: int | None = None
-    step_budget: int | None = None
-    if facts.max_input_tokens is None:
-        notes.append(f"no context window known for {model!r}: history not snipped")
-    else:
-        budget = max(0, facts.max_input_tokens - max_output - config.safety_buffer_tokens)
-        if history_upstream:
-            notes.append(
-                "previous_response_id: the earlier history is stored upstream and cannot be governed; "
-                "only the visible input was (nothing snipped)"
-            )
-        else:
-            # Budget in tiktoken units: the provider's tokenizer counts `ratio` times more (or fewer).
-            step_budget = math.floor(budget / ratio)
-    counter = TokenCounter(encoding_for_model(model), token_cache(config.token_cache_size))
     ctx = Context(
         config=config,
         profile=profile,
         counter=counter,
-        budget=step_budget,
-        tools_tokens=counter.tools(tool_list),
-        allow_prefill=profile.trailing_assistant is TrailingAssistant.IF_PREFILL and facts.prefill_supported(model),
+        budget=None if budget is None or history_upstream else math.floor(budget / ratio),  # tiktoken units
+        tools_tokens=counter.tools(validate_tools(parsed.tools)),
+        allow_prefill=profile.trailing_assistant is TrailingAssistant.IF_PREFILL
+        and facts.prefill_supported(deployment.model),
         text_type=outline.text_type,
-        format=outline.format,
+        reasoning_field=FORMATS[outline.format].reasoning_field,  # type: ignore[index]
         stable=config.stable_for(facts.max_input_tokens),
         summaries=summaries or {},
     )
-    # What the conversation's previous request counted and walked, where this one begins with it.
-    recall = conversations(config.conversation_cache_size).recall(outline, counter.encoding_name)
-    seen = recall.seen if recall is not None else None
-    if seen is not None:
-        ctx.seed_all(original[: recall.reuse], seen.counts[: recall.reuse])  # type: ignore[union-attr]
-    raw_before = ctx.tools_tokens + REPLY_PRIMING + ctx.total(original)
-
-    if recall is not None:  # the walks the conversation's requests share: over the request as read
-        walks = seen.walks if seen is not None and recall.reuse == seen.messages else {}
-        ctx.memo.conversation = (original, recall.mark, walks)
+    original = outline.view
+    ledger = Ledger(ctx, original, ctx.tools_tokens + REPLY_PRIMING + ctx.total(original))
     tally = Tally()
-    governed = original
-    # Tokens after each stage (tiktoken units), for the report's tokens removed per stage.
-    ledger = Ledger(ctx, original, raw_before)
+    left_alone = getattr(outline, "left_alone", None)
     if left_alone is not None:
         notes.append(left_alone)
+        governed = original
     else:
-        for step in _REPAIR:
-            governed = tally.add(step(governed, ctx))
-        ledger.after("repair", governed)
-        repaired = governed
-        governed = shrink(governed, ctx, tally)
-        ledger.after_shrink(repaired, governed, tally.saved)
-        if tally.over_budget:
-            governed = tally.add(_TRUNCATE(governed, ctx.with_(original=repaired)))
-        ledger.after("truncation", governed)
-        governed = tally.add(_ROLES(governed, ctx))
-        ledger.after("roles", governed)
-
-    if recall is not None:
-        recall.leave(counts_of(original[: recall.mark], ctx.memo.counts), dict(ctx.memo.kept))
-    raw_after = ledger.raw
-    over_budget = ctx.budget is not None and raw_after > ctx.budget
-    if over_budget:
-        notes.append(
-            "over budget: even the smallest valid request (system, latest user message, newest turn) is too big"
-        )
-    parse_counts: Mapping[str, int] = getattr(outline, "parse_counts", None) or {}
-    tally.counts.update(parse_counts)
+        governed = _steps(original, ctx, tally, ledger)
     changed = (
-        bool(parse_counts)
+        bool(outline.parse_counts)
         or len(governed) != len(original)
         or any(a is not b for a, b in zip(governed, original, strict=False))
     )
-    fields = outline.render(governed) if changed else outline.render(original)
-    breakpoint_index = ctx.last_breakpoint(original)
-    prefix_rewritten = breakpoint_index >= 0 and (
-        len(governed) <= breakpoint_index or any(governed[i] is not original[i] for i in range(breakpoint_index + 1))
-    )
+    fields = outline.render(governed if changed else original)
     history = fields.get("messages", fields.get("input"))
     report = GovernanceReport(
-        model=model,
+        model=deployment.model,
         provider=facts.provider,
         profile=profile.name,
         context_window=facts.max_input_tokens,
         window_source=facts.window_source,
         budget=budget,
         max_output_tokens=max_output,
-        tokens_before=math.ceil(raw_before * ratio),
-        tokens_after=math.ceil(raw_after * ratio),
-        tokens_removed=ledger.removed(ratio),
         messages_before=outline.count,
         messages_after=len(history) if isinstance(history, list) else outline.count,
-        steps={k: v for k, v in sorted(tally.counts.items()) if v},
-        over_budget=over_budget,
-        changed=changed,
-        cache_prefix_rewritten=prefix_rewritten,
-        notes=tuple(notes + tally.notes),
         format=outline.format,
         token_ratio=round(ratio, 4),
         ratio_source="static" if calibrated is None else calibrated.source,
         cache_stable=ctx.stable,
-        estimated_tokens=raw_after,
-        large_uncompacted=large_uncompactable(tally.large_uncompacted),
+        **_figures(
+            outline, governed=governed, ctx=ctx, tally=tally, ledger=ledger, ratio=ratio, notes=notes, changed=changed
+        ),
     )
-    return Outcome(fields=fields, report=report, governed=governed, context=ctx, cut=tally.cut)
+    return Outcome(fields, report, governed, ctx, tally.cut, tuple(tally.fates))
+
+
+def _max_output(asked: int | None, config: GovernanceConfig) -> int:
+    """The output tokens reserved: what the request asks, else the config's default."""
+    if asked is None:
+        return config.max_output_tokens
+    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 0:
+        raise InvalidRequestError(f"max_output_tokens must be a non-negative integer, got {asked!r}")
+    return asked
+
+
+def _budget(
+    facts: ModelFacts, max_output: int, config: GovernanceConfig, outline: Outline, model: str
+) -> tuple[int | None, list[str]]:
+    """The input budget in provider tokens (None: no window known), and the report's notes on it."""
+    if facts.max_input_tokens is None:
+        return None, [f"no context window known for {model!r}: history not snipped"]
+    notes = []
+    if getattr(outline, "history_upstream", False):
+        notes.append(
+            "previous_response_id: the earlier history is stored upstream and cannot be governed; "
+            "only the visible input was (nothing snipped)"
+        )
+    return max(0, facts.max_input_tokens - max_output - config.safety_buffer_tokens), notes
+
+
+def _steps(original: list[Message], ctx: Context, tally: Tally, ledger: Ledger) -> list[Message]:
+    """The steps in their order (module docstring), each stage measured by the ledger."""
+    governed = original
+    for step in _REPAIRS:
+        governed = tally.add(step(governed, ctx))
+    ledger.after("repair", governed)
+    repaired = governed
+    governed = shrink(governed, ctx, tally)
+    ledger.after_shrink(repaired, governed)
+    if tally.over_budget:
+        governed = tally.add(truncate_newest(governed, ctx.with_(original=repaired)))
+    ledger.after("truncation", governed)
+    governed = tally.add(enforce_roles(governed, ctx))
+    ledger.after("roles", governed)
+    return governed
+
+
+def _figures(
+    outline: Outline,
+    *,
+    governed: list[Message],
+    ctx: Context,
+    tally: Tally,
+    ledger: Ledger,
+    ratio: float,
+    notes: list[str],
+    changed: bool,
+) -> dict[str, Any]:
+    """The report's figures of what the steps did: tokens, counts, notes, the cache breakpoint."""
+    raw_before, raw_after = ledger.before, ledger.raw
+    over_budget = ctx.budget is not None and raw_after > ctx.budget
+    if over_budget:
+        notes.append(
+            "over budget: even the smallest valid request (system, latest user message, newest turn) is too big"
+        )
+    steps = tally.counts
+    steps.update(outline.parse_counts)
+    original = outline.view
+    breakpoint_index = ctx.last_breakpoint(original)
+    prefix_rewritten = breakpoint_index >= 0 and (
+        len(governed) <= breakpoint_index or any(governed[i] is not original[i] for i in range(breakpoint_index + 1))
+    )
+    return {
+        "tokens_before": math.ceil(raw_before * ratio),
+        "tokens_after": math.ceil(raw_after * ratio),
+        "tokens_removed": ledger.removed(ratio),
+        "steps": {k: v for k, v in sorted(steps.items()) if v},
+        "over_budget": over_budget,
+        "changed": changed,
+        "cache_prefix_rewritten": prefix_rewritten,
+        "notes": tuple(notes + tally.notes),
+        "estimated_tokens": raw_after,
+        "large_uncompacted": large_uncompactable(tally.large_uncompacted),
+    }
 
 
 def _pick_profile(config: GovernanceConfig, deployment_profile: str | None, provider: str, model: str) -> Profile:

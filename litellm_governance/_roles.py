@@ -30,13 +30,9 @@ In order, each rule as the profile asks:
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
-from itertools import compress
-from operator import is_not
-from typing import Final, cast
+from typing import Final
 
-from ._context import BRIDGE_CONTENT, Context, StepResult, synthetic_user
+from ._context import BRIDGE_CONTENT, Context, Fate, StepResult, synthetic_user
 from ._messages import (
     ORIGIN,
     TEXT_PARTS,
@@ -52,106 +48,45 @@ from ._messages import (
     tool_calls,
 )
 from ._profiles import MidSystem, Reasoning
+from ._steps import (
+    ASSISTANT_BRIDGE_INSERTED,
+    BLANK_TEXT_DROPPED,
+    EMPTY_MESSAGES_DROPPED,
+    EMPTY_USER_KEPT,
+    MERGED,
+    NULL_CONTENT_FILLED,
+    REASONING_CONTENT_FILLED,
+    RECOVERED_AS_USER,
+    SYNTHETIC_USER_INSERTED,
+    SYSTEM_CONVERTED,
+    SYSTEM_HOISTED,
+    TRAILING_ASSISTANT_DROPPED,
+)
 
-__all__ = ["EnforceRoles"]
+__all__ = ["enforce_roles"]
 
 _NULL_TO_EMPTY = frozenset({"user", "system", "developer", "tool"})
 #: What an empty user message says where the provider rejects empty text and it is the only turn.
 EMPTY_USER_CONTENT: Final = "(empty message)"
 
 
-class EnforceRoles:
-    name = "roles"
-
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        profile = ctx.profile
-        counts: Counter[str] = Counter()
-        walk = _RulesWalk(messages, ctx)
-        out = walk.apply("empty", _normalize_empty, messages, counts)
-        if profile.mid_system is not MidSystem.KEEP:
-            out = walk.apply("system", _mid_conversation_system, out, counts)
-        if profile.merge_consecutive:
-            out = walk.apply("merge", _merge_consecutive, out, counts)
-        if ctx.drops_trailing_assistant():
-            out = _drop_trailing_assistant(out, ctx, counts)
-        if profile.first_must_be_user:
-            out = _user_first(out, ctx, counts)
-        if profile.assistant_after_tool:
-            out = walk.apply("bridge", _assistant_after_tool, out, counts)
-        if profile.reasoning is not Reasoning.NONE and ctx.format == "chat":
-            out = walk.apply("reasoning", _reasoning_content, out, counts)
-        walk.keep()
-        return StepResult(out, counts)
-
-
-Rule = Callable[[list[Message], Context, Counter[str], int], list[Message]]
-
-
-class _RulesWalk:
-    """Which first messages each rule may skip, from what the conversation's previous request kept.
-
-    A rule decides each message from it and the one before it (a mid-conversation system message: also
-    from where the first message that is not one stands, which the rule finds again each time). So
-    where a rule changed nothing in some first messages of what it was given, it changes nothing
-    there whatever comes after them. A request of a conversation keeps, for each rule, how many first
-    messages of the request as read (`Context.conversation`) the rule was given as they were and left
-    so; the next request's rule starts after as many of its own as are those messages again: the very
-    objects, or what the rules take for them (`_alike`).
-    """
-
-    __slots__ = ("_ctx", "_found", "_kept", "_messages", "_rules", "_starts", "_upto")
-
-    def __init__(self, messages: list[Message], ctx: Context) -> None:
-        self._ctx, self._messages = ctx, messages
-        self._rules = (ctx.profile, ctx.text_type, ctx.format)
-        self._starts: dict[str, int] = {}
-        self._kept: dict[str, int] = {}
-        self._found = found = ctx.memo.conversation
-        self._upto = 0  # how many first messages are those of the request as read (`_alike`)
-        if found is None:
-            return
-        original, mark, walks = cast("list[Message]", found[0]), found[1], found[2]
-        kept = walks.get("roles")
-        if isinstance(kept, tuple) and len(kept) == 3 and kept[0] <= mark and kept[1] == self._rules:
-            self._kept = dict(kept[2])
-        self._upto = mark if messages is original else _alike(messages, original, mark)
-
-    def apply(self, name: str, rule: Rule, given: list[Message], counts: Counter[str]) -> list[Message]:
-        """`rule` over `given` (what the rules before it made of the messages), skipping what it may."""
-        same = _same_start(given, self._messages, self._upto)
-        out = rule(given, self._ctx, counts, min(self._kept.get(name, 0), same))
-        self._starts[name] = _same_start(out, given, same)
-        return out
-
-    def keep(self) -> None:
-        """Keep each rule's start for the next request of the conversation."""
-        found = self._found
-        if found is not None and found[1] > 0:
-            self._ctx.keep("roles", (found[1], self._rules, tuple(self._starts.items())))
-
-
-def _alike(messages: list[Message], original: list[Message], upto: int) -> int:
-    """How many of the first `upto` messages of `messages` the rules take for those of `original` at the
-    same place: the very objects, or tool results both with content (compaction's stubs: what the rules
-    decide of a result is from its role and whether it has content only)."""
-    upto = min(upto, len(messages), len(original))
-    for index in compress(range(upto), map(is_not, messages[:upto], original[:upto])):
-        message, before = messages[index], original[index]
-        if not (
-            message.get("role") == "tool" == before.get("role")
-            and message.get("content") is not None
-            and before.get("content") is not None
-        ):
-            return index
-    return upto
-
-
-def _same_start(out: list[Message], messages: list[Message], upto: int) -> int:
-    """How many of the first `upto` messages of `messages` start `out` as the very objects."""
-    if out is messages:
-        return upto
-    upto = min(upto, len(out), len(messages))
-    return next(compress(range(upto), map(is_not, out[:upto], messages[:upto])), upto)
+def enforce_roles(messages: list[Message], ctx: Context) -> StepResult:
+    profile = ctx.profile
+    fates: list[Fate] = []
+    out = _normalize_empty(messages, ctx, fates)
+    if profile.mid_system is not MidSystem.KEEP:
+        out = _mid_conversation_system(out, ctx, fates)
+    if profile.merge_consecutive:
+        out = _merge_consecutive(out, ctx, fates)
+    if ctx.drops_trailing_assistant():
+        out = _drop_trailing_assistant(out, fates)
+    if profile.first_must_be_user:
+        out = _user_first(out, fates)
+    if profile.assistant_after_tool:
+        out = _assistant_after_tool(out, fates)
+    if profile.reasoning is not Reasoning.NONE and ctx.reasoning_field:
+        out = _reasoning_content(out, ctx, fates)
+    return StepResult(out, tuple(fates))
 
 
 def _without_blank_parts(content: object) -> object:
@@ -168,65 +103,67 @@ def _without_blank_parts(content: object) -> object:
     return content
 
 
-def _normalize_empty(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
-    strict_text = ctx.profile.no_empty_text
-    out: list[Message] | None = None
+def _normalize_empty(messages: list[Message], ctx: Context, fates: list[Fate]) -> list[Message]:
+    out: list[Message] = []
     dropped_user: Message | None = None
-    for index in range(clean, len(messages)):
-        message = messages[index]
-        role = message.get("role")
-        content = message.get("content")
-        replacement: Message | None = message
-        if ((role == "assistant" and not message.get("tool_calls")) or (strict_text and role == "user")) and (
-            is_empty_content(content)
-        ):
-            replacement = None
-            counts["empty_messages_dropped"] += 1
-            if role == "user":
-                dropped_user = message
-        elif isinstance(role, str) and role in _NULL_TO_EMPTY and content is None:
-            replacement = {**message, "content": ""}
-            counts["null_content_filled"] += 1
-        elif strict_text and role in ("user", "assistant", "system", "developer"):
-            cleaned = _without_blank_parts(content)
-            if role == "assistant" and message.get("tool_calls") and isinstance(cleaned, str) and not cleaned.strip():
-                cleaned = None  # blank text beside tool calls: no text at all (Gemini rejects an empty part)
-            if cleaned is not content:
-                replacement = {**message, "content": cleaned}
-                counts["blank_text_dropped"] += 1
-        if replacement is not message and out is None:
-            out = messages[:index]
-        if out is not None and replacement is not None:
+    for message in messages:
+        replacement = _empty_rule(message, ctx.profile.no_empty_text, fates)
+        if replacement is None and message.get("role") == "user":
+            dropped_user = message
+        if replacement is not None:
             out.append(replacement)
-    if out is not None and dropped_user is not None and all(is_system(m) for m in out):
+    if dropped_user is not None and all(is_system(m) for m in out):
         # Nothing but system messages would be left (GLM: error 1214; Anthropic: no message at all):
         # the user's turn stays, saying it was empty.
-        counts["empty_messages_dropped"] -= 1
-        counts["empty_user_kept"] += 1
+        fates.remove(next(f for f in fates if f.message is dropped_user))
         out.append({**dropped_user, "content": EMPTY_USER_CONTENT})
-    return messages if out is None else out
+        fates.append(Fate(EMPTY_USER_KEPT, out[-1]))
+    unchanged = len(out) == len(messages) and all(a is b for a, b in zip(out, messages, strict=True))
+    return messages if unchanged else out
 
 
-def _mid_conversation_system(
-    messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0
-) -> list[Message]:
+def _empty_rule(message: Message, strict_text: bool, fates: list[Fate]) -> Message | None:
+    """`message` as the empty-content rules leave it (None: dropped), its fate recorded."""
+    role = message.get("role")
+    content = message.get("content")
+    if ((role == "assistant" and not message.get("tool_calls")) or (strict_text and role == "user")) and (
+        is_empty_content(content)
+    ):
+        fates.append(Fate(EMPTY_MESSAGES_DROPPED, message))
+        return None
+    if isinstance(role, str) and role in _NULL_TO_EMPTY and content is None:
+        replacement = {**message, "content": ""}
+        fates.append(Fate(NULL_CONTENT_FILLED, replacement))
+        return replacement
+    if strict_text and role in ("user", "assistant", "system", "developer"):
+        cleaned = _without_blank_parts(content)
+        if role == "assistant" and message.get("tool_calls") and isinstance(cleaned, str) and not cleaned.strip():
+            cleaned = None  # blank text beside tool calls: no text at all (Gemini rejects an empty part)
+        if cleaned is not content:
+            replacement = {**message, "content": cleaned}
+            fates.append(Fate(BLANK_TEXT_DROPPED, replacement))
+            return replacement
+    return message
+
+
+def _mid_conversation_system(messages: list[Message], ctx: Context, fates: list[Fate]) -> list[Message]:
     first = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
-    mids = [i for i in range(max(first, clean), len(messages)) if is_system(messages[i])]
+    mids = [i for i in range(first, len(messages)) if is_system(messages[i])]
     if not mids:
         return messages
     if ctx.profile.mid_system is MidSystem.HOIST:
-        counts["system_hoisted"] += len(mids)
+        fates.extend(Fate(SYSTEM_HOISTED, messages[i]) for i in mids)
         moved = set(mids)
         return (
             messages[:first]
             + [messages[i] for i in mids]
             + [m for i, m in enumerate(messages[first:], first) if i not in moved]
         )
-    counts["system_converted"] += len(mids)
     out = list(messages)
     for index in mids:
         message = messages[index]
         out[index] = {**message, "role": "user", "content": system_note(message.get("content"), ctx.text_type)}
+        fates.append(Fate(SYSTEM_CONVERTED, out[index]))
     return out
 
 
@@ -241,11 +178,7 @@ def _mergeable(previous: Message, current: Message) -> bool:
 
 def _merge(previous: Message, current: Message, ctx: Context) -> Message:
     merged: Message = {**previous, **current}
-    # (two texts counted from both texts' counts where that is exact: a turn the note for cut turns is
-    # merged into is new whenever the note is)
-    merged["content"] = merge_content(
-        previous.get("content"), current.get("content"), ctx.text_type, join=ctx.counter.compose
-    )
+    merged["content"] = merge_content(previous.get("content"), current.get("content"), ctx.text_type)
     calls = tool_calls(previous) + tool_calls(current)
     if calls:
         merged["tool_calls"] = calls
@@ -261,22 +194,22 @@ def _merge(previous: Message, current: Message, ctx: Context) -> Message:
     return merged
 
 
-def _merge_consecutive(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
+def _merge_consecutive(messages: list[Message], ctx: Context, fates: list[Fate]) -> list[Message]:
     out: list[Message] | None = None
-    for index in range(max(1, clean), len(messages)):
+    for index in range(1, len(messages)):
         message = messages[index]
         previous = messages[index - 1] if out is None else out[-1]
         if _mergeable(previous, message):
             if out is None:
                 out = messages[:index]
             out[-1] = _merge(out[-1], message, ctx)
-            counts["merged"] += 1
+            fates.append(Fate(MERGED, out[-1]))
         elif out is not None:
             out.append(message)
     return messages if out is None else out
 
 
-def _drop_trailing_assistant(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _drop_trailing_assistant(messages: list[Message], fates: list[Fate]) -> list[Message]:
     # Trailing = after the last non-assistant, non-system message (LiteLLM moves system messages
     # out of the conversation for Anthropic and Gemini, so they do not end it).
     trailing: list[int] = []
@@ -291,37 +224,38 @@ def _drop_trailing_assistant(messages: list[Message], ctx: Context, counts: Coun
         return messages
     dropped = set(trailing)
     out = [m for i, m in enumerate(messages) if i not in dropped]
-    if any(m.get("role") in ("user", "tool") for m in out):
-        counts["trailing_assistant_dropped"] += len(trailing)
-        return out
-    # Nothing but system messages would remain: keep the last assistant turn, as the user's.
-    last = trailing[0]
-    recovered = {k: v for k, v in messages[last].items() if k != "tool_calls"}
-    recovered["role"] = "user"
-    counts["trailing_assistant_dropped"] += len(trailing) - 1
-    counts["recovered_as_user"] += 1
-    return [recovered if i == last else m for i, m in enumerate(messages) if i not in dropped or i == last]
+    if not any(m.get("role") in ("user", "tool") for m in out):
+        # Nothing but system messages would remain: keep the last assistant turn, as the user's.
+        last = trailing[0]
+        dropped.discard(last)
+        recovered = {k: v for k, v in messages[last].items() if k != "tool_calls"}
+        recovered["role"] = "user"
+        fates.append(Fate(RECOVERED_AS_USER, recovered))
+        out = [recovered if i == last else m for i, m in enumerate(messages) if i not in dropped]
+    fates.extend(Fate(TRAILING_ASSISTANT_DROPPED, messages[i]) for i in sorted(dropped))
+    return out
 
 
-def _user_first(messages: list[Message], ctx: Context, counts: Counter[str]) -> list[Message]:
+def _user_first(messages: list[Message], fates: list[Fate]) -> list[Message]:
     for index, message in enumerate(messages):
         if is_system(message):
             continue
         if message.get("role") != "assistant" or is_opener(message):
             return messages  # the provider reads the history from its compaction on: it may open it
-        counts["synthetic_user_inserted"] += 1
-        return [*messages[:index], synthetic_user(), *messages[index:]]
+        inserted = synthetic_user()
+        fates.append(Fate(SYNTHETIC_USER_INSERTED, inserted))
+        return [*messages[:index], inserted, *messages[index:]]
     return messages
 
 
-def _assistant_after_tool(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
+def _assistant_after_tool(messages: list[Message], fates: list[Fate]) -> list[Message]:
     out: list[Message] | None = None
-    for index in range(max(1, clean), len(messages)):
+    for index in range(1, len(messages)):
         if messages[index].get("role") == "user" and messages[index - 1].get("role") == "tool":
             if out is None:
                 out = messages[:index]
             out.append({"role": "assistant", "content": BRIDGE_CONTENT})
-            counts["assistant_bridge_inserted"] += 1
+            fates.append(Fate(ASSISTANT_BRIDGE_INSERTED, out[-1]))
         if out is not None:
             out.append(messages[index])
     return messages if out is None else out
@@ -341,19 +275,16 @@ def _reasoning_text(message: Message) -> str:
     return " "
 
 
-def _reasoning_content(messages: list[Message], ctx: Context, counts: Counter[str], clean: int = 0) -> list[Message]:
+def _reasoning_content(messages: list[Message], ctx: Context, fates: list[Fate]) -> list[Message]:
     only_calls = ctx.profile.reasoning is Reasoning.TOOL_CALLS
-    out: list[Message] | None = None
-    for index in range(clean, len(messages)):
-        message = messages[index]
-        replacement = message
-        if message.get("role") == "assistant" and (not only_calls or message.get("tool_calls")):
-            existing = message.get("reasoning_content")
-            if not (isinstance(existing, str) and existing):
-                replacement = {**message, "reasoning_content": _reasoning_text(message)}
-                counts["reasoning_content_filled"] += 1
-        if replacement is not message and out is None:
-            out = messages[:index]
-        if out is not None:
-            out.append(replacement)
-    return messages if out is None else out
+    out = list(messages)
+    for index, message in enumerate(messages):
+        existing = message.get("reasoning_content")
+        if (
+            message.get("role") == "assistant"
+            and (not only_calls or message.get("tool_calls"))
+            and not (isinstance(existing, str) and existing)
+        ):
+            out[index] = {**message, "reasoning_content": _reasoning_text(message)}
+            fates.append(Fate(REASONING_CONTENT_FILLED, out[index]))
+    return out if any(a is not b for a, b in zip(out, messages, strict=True)) else messages

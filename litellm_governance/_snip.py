@@ -19,23 +19,18 @@ with hysteresis instead (``cache_stable``).
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from itertools import compress, count
-from operator import is_not
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from ._context import BRIDGE_CONTENT, Context, StepResult, is_turn
+from ._context import BRIDGE_CONTENT, Context, Fate, StepResult, is_turn
 from ._cut_turns import CutTurns, prefix_keys
 from ._messages import Message, is_empty_content, is_instruction, origin
+from ._steps import NOTED, SNIPPED, SUMMARIZED
 from ._tokens import REPLY_PRIMING
 from ._trace import (
     NOTE_SHARE,
     SUMMARY_START,
-    Noted,
     TraceIndex,
-    TraceWalk,
     earlier_notes,
     is_note,
     may_hold_note,
@@ -43,7 +38,7 @@ from ._trace import (
     without_notes,
 )
 
-__all__ = ["Cost", "Layout", "LayoutWalk", "Snip", "assemble", "note_for"]
+__all__ = ["Cost", "Layout", "assemble", "note_for", "snip"]
 
 # cost(cut, tail): tokens kept when cutting at unit `cut`, given the tokens of the units from there.
 Cost = Callable[[int, int], int]
@@ -61,7 +56,7 @@ class Layout:
     #: Per unit: the unit a cut may go no later than when that unit is the newest — the last
     #: assistant turn with results up to it (the newest exchange: what the model is about to read,
     #: user messages after it included), else the unit itself.
-    keep_from: list[int] = field(default_factory=list)
+    keep_from: list[int]
 
     def latest_cut(self) -> int:
         """The latest unit a cut of the whole request may keep from: the newest exchange's."""
@@ -72,48 +67,40 @@ class Layout:
         """Units and their costs, including what the role rules will add to them (a bridge turn
         after tool results that a user message follows, a system note's label, reasoning). A bridge
         turn the rules already inserted belongs to the results it follows, as text that came with
-        the results does: so a governed request is cut exactly as its input was. Where the previous
-        request of the conversation began this list (`Context.conversation`), its walk is resumed."""
-        rules = (ctx.profile, ctx.allow_prefill)  # what else it reads (with the messages' tokens)
-        shared = ctx.conversation(messages)
-        source = ctx.original  # the request as repaired, which `messages` may be a compaction of
-        if shared is None and source is not None and source is not messages and ctx.conversation(source) is not None:
-            stubbed = cls.of(source, ctx)._with_stubs(messages, source, ctx)  # type: ignore[arg-type]
-            if stubbed is not None:
-                return stubbed
-        before = shared[1].get("layout") if shared is not None else None
-        walk = None
-        if isinstance(before, LayoutWalk) and before.rules == rules and before.index <= len(messages):
-            walk = before.copy()
-        if walk is None:
-            walk = LayoutWalk(rules)
-        kept = walk.walk(messages, ctx, shared[0] if shared is not None else 0)
-        if kept is not None:
-            ctx.keep("layout", kept)
-        fixed = walk.fixed + ctx.tools_tokens + REPLY_PRIMING
-        return cls(walk.units, walk.tokens, walk.is_user, walk.previous_user, fixed, walk.keep_from)
-
-    def _with_stubs(self, messages: list[Message], source: list[Message], ctx: Context) -> Layout | None:
-        """The layout of `messages`, where this is `source`'s and `messages` differs from `source`
-        only by results replaced (stubs): the same units, each costing what its messages now cost.
-        None where they differ otherwise (then `messages` is laid out anew)."""
-        if len(messages) != len(source):
-            return None
-        changed = list(compress(count(), map(is_not, messages, source)))
-        starts = [start for start, _ in self.units]
-        tokens = list(self.tokens)
-        for index in changed:
-            unit = bisect_right(starts, index) - 1
-            if unit < 0 or index >= self.units[unit][1]:
-                return None
-            if messages[index].get("role") != "tool" or source[index].get("role") != "tool":
-                return None
-            tokens[unit] += ctx.tokens(messages[index]) - ctx.tokens(source[index])
-        return Layout(self.units, tokens, self.is_user, self.previous_user, self.fixed, self.keep_from)
+        the results does: so a governed request is cut exactly as its input was."""
+        _, note, reasoning = ctx.rule_overheads()
+        layout = cls([], [], [], [], ctx.tools_tokens + REPLY_PRIMING, [])
+        newest = _Newest(ctx.drops_trailing_assistant())
+        latest_user = -1
+        index = 0
+        while index < len(messages):
+            message = messages[index]
+            if is_instruction(message):
+                newest.instruction(message, ctx)
+                layout.fixed += ctx.tokens(message)
+                if layout.units and message.get("role") != "user":  # a system message that will become a note
+                    layout.fixed += note
+                index += 1
+                continue
+            end, tokens = _unit_end(messages, index, ctx)
+            unit = len(layout.units)
+            layout.units.append((index, end))
+            layout.tokens.append(tokens + (reasoning if message.get("role") == "assistant" else 0))
+            layout.previous_user.append(latest_user)
+            layout.is_user.append(is_task(message))
+            if layout.is_user[-1]:
+                latest_user = unit
+            layout.keep_from.append(newest.unit(messages, index, end, unit, ctx))
+            index = end
+        return layout
 
     def unit_index(self) -> dict[int, int]:
         """Message index -> index of the unit holding it (system messages are in none)."""
         return {i: unit for unit, (start, end) in enumerate(self.units) for i in range(start, end)}
+
+    def anchor(self, cut: int) -> int:
+        """The user unit kept in front of a cut at `cut` (-1: none needed, or none there)."""
+        return -1 if self.is_user[cut] else self.previous_user[cut]
 
     def cost_function(self, messages: list[Message], ctx: Context) -> Cost:
         """cost(cut, tail): tokens kept when cutting at unit `cut`, where `tail` is what the units
@@ -130,6 +117,60 @@ class Layout:
             return tail + (synthetic if starts_with_assistant else 0)
 
         return cost
+
+
+def _unit_end(messages: list[Message], index: int, ctx: Context) -> tuple[int, int]:
+    """Where the unit starting at `index` ends (exclusive), and its tokens: an assistant message
+    with tool calls takes its results, the text that came with them, and the bridge turn after them
+    (or what the rules will add for one)."""
+    message = messages[index]
+    tokens, end, count = ctx.tokens(message), index + 1, len(messages)
+    if message.get("role") != "assistant" or not message.get("tool_calls"):
+        return end, tokens
+    while end < count and messages[end].get("role") == "tool":
+        tokens += ctx.tokens(messages[end])
+        end += 1
+    if end < count and _continues(messages[end]):
+        tokens += ctx.tokens(messages[end])
+        end += 1  # text that came with the results (Anthropic) goes where they go
+    bridge = ctx.rule_overheads()[0]
+    if end < count and is_bridge(messages[end]):
+        tokens += ctx.tokens(messages[end])
+        end += 1
+    elif bridge and end < count and messages[end].get("role") in ("user", "system", "developer"):
+        tokens += bridge  # the rules will put a bridge turn here
+    return end, tokens
+
+
+class _Newest:
+    """Where the newest exchange starts as the layout walks the units: the last assistant turn with
+    results, and after it, while no prefill is accepted, assistant text the rules will drop."""
+
+    def __init__(self, drops_trailing: bool) -> None:
+        self.drops_trailing = drops_trailing
+        self.exchange = -1  # the unit of the last assistant turn so far, when results came with it
+        self.after_text = False  # assistant text came after that exchange (dropped if nothing else follows)
+
+    def instruction(self, message: Message, ctx: Context) -> None:
+        if self.after_text and ctx.ends_turns(message):  # the assistant text before it stays: a turn
+            self.exchange, self.after_text = -1, False
+
+    def unit(self, messages: list[Message], index: int, end: int, unit: int, ctx: Context) -> int:
+        """The unit a cut may go no later than, with `unit` (messages ``[index, end)``) the newest."""
+        message = messages[index]
+        role = message.get("role")
+        if role == "assistant" and is_turn(message):
+            if end - index > 1 and messages[index + 1].get("role") == "tool":
+                self.exchange, self.after_text = unit, False
+            elif self.drops_trailing and self.exchange >= 0:
+                # Assistant text that ends the request is dropped by the rules (no prefill): the
+                # exchange before it stays the newest while nothing but such text follows.
+                self.after_text = True
+            else:
+                self.exchange = -1
+        elif self.after_text and role != "assistant" and ctx.ends_turns(message):
+            self.exchange, self.after_text = -1, False  # the assistant text before it was the last turn after all
+        return self.exchange if self.exchange >= 0 else unit
 
 
 def is_bridge(message: Message) -> bool:
@@ -156,198 +197,47 @@ def is_task(message: Message) -> bool:
     return found is None or not found.continuation
 
 
-@dataclass
-class LayoutWalk:
-    """Where the walk that lays a request out in units stands (`Layout.of`), before message `index`:
-    plain values only, so that the next request of the conversation, which begins with the messages
-    walked, resumes there (`_conversations`)."""
-
-    #: What the walk read besides the messages and their tokens (the profile, prefill).
-    rules: tuple[object, ...]
-    index: int = 0
-    units: list[tuple[int, int]] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    is_user: list[bool] = field(default_factory=list)
-    previous_user: list[int] = field(default_factory=list)
-    keep_from: list[int] = field(default_factory=list)
-    #: System messages and notes' labels (the request's tool schemas and reply priming are not in it).
-    fixed: int = 0
-    latest_user: int = -1
-    exchange: int = -1  # the unit of the last assistant turn so far, when results came with it
-    after_text: bool = False  # assistant text came after that exchange (dropped if nothing else follows)
-
-    def copy(self) -> LayoutWalk:
-        return LayoutWalk(
-            self.rules,
-            self.index,
-            list(self.units),
-            list(self.tokens),
-            list(self.is_user),
-            list(self.previous_user),
-            list(self.keep_from),
-            self.fixed,
-            self.latest_user,
-            self.exchange,
-            self.after_text,
-        )
-
-    def walk(self, messages: list[Message], ctx: Context, mark: int) -> LayoutWalk | None:
-        """Lay out the messages from `index` on; returns a copy of the walk as it stood at the last
-        unit that starts before message `mark` (whatever the messages from `mark` on: what it read
-        of them so far is message `mark - 1` at most), or None when it never stood there."""
-        bridge, note, reasoning = ctx.rule_overheads()
-        index = self.index
-        latest_user, exchange, after_text = self.latest_user, self.exchange, self.after_text
-        units, unit_tokens, is_user, previous_user, keep_from = (
-            self.units,
-            self.tokens,
-            self.is_user,
-            self.previous_user,
-            self.keep_from,
-        )
-        fixed = self.fixed
-        drops_trailing = ctx.drops_trailing_assistant()
-        tokens_of = ctx.tokens
-        count = len(messages)
-        stood: tuple[int, int, int, int, int, bool] | None = None
-        while index < count:
-            if index < mark:
-                stood = (index, len(units), fixed, latest_user, exchange, after_text)
-            message = messages[index]
-            if is_instruction(message):
-                if after_text and ctx.ends_turns(message):  # the assistant text before it stays: a turn
-                    exchange, after_text = -1, False
-                fixed += tokens_of(message)
-                if units and message.get("role") != "user":  # a system message that will become a note
-                    fixed += note
-                index += 1
-                continue
-            end = index + 1
-            role = message.get("role")
-            tokens = tokens_of(message)
-            if role == "assistant" and message.get("tool_calls"):
-                while end < count and messages[end].get("role") == "tool":
-                    tokens += tokens_of(messages[end])
-                    end += 1
-                if end < count and _continues(messages[end]):
-                    tokens += tokens_of(messages[end])
-                    end += 1  # text that came with the results (Anthropic) goes where they go
-                if end < count and is_bridge(messages[end]):
-                    tokens += tokens_of(messages[end])
-                    end += 1
-                elif bridge and end < count and messages[end].get("role") in ("user", "system", "developer"):
-                    tokens += bridge  # the rules will put a bridge turn here
-            unit = len(units)
-            units.append((index, end))
-            if role == "assistant":
-                tokens += reasoning
-            unit_tokens.append(tokens)
-            previous_user.append(latest_user)
-            user = is_task(message)
-            is_user.append(user)
-            if user:
-                latest_user = unit
-            if role == "assistant" and is_turn(message):
-                if end - index > 1 and messages[index + 1].get("role") == "tool":
-                    exchange, after_text = unit, False
-                elif drops_trailing and exchange >= 0:
-                    # Assistant text that ends the request is dropped by the rules (no prefill): the
-                    # exchange before it stays the newest while nothing but such text follows.
-                    after_text = True
-                else:
-                    exchange = -1
-            elif after_text and role != "assistant" and ctx.ends_turns(message):
-                exchange, after_text = -1, False  # the assistant text before it was the last turn after all
-            keep_from.append(exchange if exchange >= 0 else unit)
-            index = end
-        self.index, self.fixed = index, fixed
-        self.latest_user, self.exchange, self.after_text = latest_user, exchange, after_text
-        if stood is None:
-            return None
-        at, n, fixed, latest_user, exchange, after_text = stood
-        return LayoutWalk(
-            self.rules,
-            at,
-            units[:n],
-            unit_tokens[:n],
-            is_user[:n],
-            previous_user[:n],
-            keep_from[:n],
-            fixed,
-            latest_user,
-            exchange,
-            after_text,
-        )
+def snip(messages: list[Message], ctx: Context) -> StepResult:
+    if ctx.budget is None or not messages:
+        return StepResult(messages)
+    layout = Layout.of(messages, ctx)
+    room = ctx.budget - layout.fixed
+    if not layout.units:
+        return StepResult(messages, over_budget=room < 0)
+    cost = layout.cost_function(messages, ctx)
+    if cost(0, sum(layout.tokens)) <= room:
+        return StepResult(messages)
+    trace = trace_index(messages, layout, ctx)
+    cut = _earliest_cut(layout, room, cost, trace, note_cap(ctx))
+    tail = cost(cut, sum(layout.tokens[cut:]))
+    allowance = min(note_cap(ctx), room - tail)
+    note, cut_turns = note_for(messages, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
+    out, fates = assemble(messages, layout, cut, note)
+    over = tail + (ctx.tokens(note) if note is not None else 0) > room
+    return StepResult(out, fates, over_budget=over, cut=cut_turns)
 
 
-class Snip:
-    name = "snip"
-
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        if ctx.budget is None or not messages:
-            return StepResult(messages)
-        layout = Layout.of(messages, ctx)
-        room = ctx.budget - layout.fixed
-        if not layout.units:
-            return StepResult(messages, over_budget=room < 0)
-        cost = layout.cost_function(messages, ctx)
-
-        if cost(0, sum(layout.tokens)) <= room:
-            return StepResult(messages)
-        trace = trace_index(messages, layout, ctx)
-        cut = self._earliest_cut(layout, room, cost, trace, note_cap(ctx))
-        tail = cost(cut, sum(layout.tokens[cut:]))
-        allowance = min(note_cap(ctx), room - tail)
-        note, cut_turns = note_for(messages, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
-        counts: Counter[str] = Counter()
-        out = assemble(messages, layout, cut, counts, note, trace=trace)
-        over = tail + (ctx.tokens(note) if note is not None else 0) > room
-        keep_trace(trace, ctx)
-        return StepResult(out, counts, over_budget=over, cut=cut_turns)
-
-    @staticmethod
-    def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap: int) -> int:
-        """The earliest unit to keep from so the rest fits with the note for what goes, in at most
-        `cap` tokens (the newest unit when nothing fits; the note then gets what room is left)."""
-        tail = sum(layout.tokens)
-        latest = layout.latest_cut()
-        tokens = layout.tokens
-        first = 0
-        while first < latest and tail > room:  # what a cut keeps is at least its tail: none before fits
-            tail -= tokens[first]
-            first += 1
-        for cut in range(first, latest):
-            anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
-            note = min(cap, trace.estimate(cut, anchor)) if cut and cap else 0
-            if cost(cut, tail) + note <= room:
-                return cut
-            tail -= layout.tokens[cut]
-        return latest
+def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap: int) -> int:
+    """The earliest unit to keep from so the rest fits with the note for what goes, in at most
+    `cap` tokens (the newest unit when nothing fits; the note then gets what room is left)."""
+    tail = sum(layout.tokens)
+    latest = layout.latest_cut()
+    first = 0
+    while first < latest and tail > room:  # what a cut keeps is at least its tail: none before fits
+        tail -= layout.tokens[first]
+        first += 1
+    for cut in range(first, latest):
+        note = min(cap, trace.estimate(cut, layout.anchor(cut))) if cut and cap else 0
+        if cost(cut, tail) + note <= room:
+            return cut
+        tail -= layout.tokens[cut]
+    return latest
 
 
 def trace_index(messages: list[Message], layout: Layout, ctx: Context) -> TraceIndex:
     """The note's lines for the units of `messages` (read from the request as repaired, which
-    `messages` may be a compaction of): those the conversation's previous request read, taken from it."""
-    trace = TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
-    shared = ctx.conversation(trace.source)
-    if shared is not None:
-        # The longer of the previous request's and the one an earlier shrinking attempt of this one kept.
-        walks = [ctx.memo.kept.get("trace"), shared[1].get("trace")]
-        for walk in sorted((w for w in walks if isinstance(w, TraceWalk)), key=lambda w: -len(w.units)):
-            if trace.resume(walk):
-                break
-    return trace
-
-
-def keep_trace(trace: TraceIndex, ctx: Context) -> None:
-    """Keep the lines `trace` read (`TraceIndex.walk`) for the conversation's next request, unless an
-    earlier shrinking attempt of this request kept more."""
-    shared = ctx.conversation(trace.source)
-    if shared is not None:
-        walk = trace.walk(shared[0])
-        kept = ctx.memo.kept.get("trace")
-        if walk is not None and not (isinstance(kept, TraceWalk) and len(kept.units) > len(walk.units)):
-            ctx.keep("trace", walk)
+    `messages` may be a compaction of)."""
+    return TraceIndex(messages, ctx.original or messages, layout.units, ctx.counter, ctx.calls_by_id)
 
 
 def note_cap(ctx: Context) -> int:
@@ -368,27 +258,38 @@ def note_for(
     after it: so it changes only when the cut point moves, as the note alone does."""
     if cut == 0:
         return None, None
-    anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
+    anchor = layout.anchor(cut)
     if anchor >= 0 and allowance < note_cap(ctx):
         # An earlier pass's note merged into the kept task goes into this one: its room is this one's.
         anchored = messages[slice(*layout.units[anchor])]
         freed = sum(ctx.tokens(m) - ctx.tokens(without_notes(m)) for m in anchored if earlier_notes(m) is not None)
         allowance = min(note_cap(ctx), allowance + freed)
-    # The note the conversation's previous request wrote for the same cut, anchor and room, where the
-    # lines of every unit before the cut are its (the note is a function of those alone, summaries aside).
-    noted = None if ctx.summaries else trace.noted(cut, anchor, allowance)
-    if noted is None:
-        entries = trace.entries_before(cut, anchor)
-        if not entries:
-            if not ctx.summaries:
-                trace.wrote(cut, anchor, allowance, None)
-            return None, None
-        turns = trace.turns_before(cut, messages, layout.units)
-    elif noted.turns < 0:  # no lines: no note, no cut turns
+    entries = trace.entries_before(cut, anchor)
+    if not entries:
         return None, None
-    else:
-        turns = noted.turns
-    units = layout.units
+    turns = trace.turns_before(cut, messages, layout.units)
+    cut_turns, summary, covered = _cut_turns(messages, layout, cut, trace=trace, ctx=ctx, turns=turns)
+    if allowance <= 0:
+        return None, cut_turns
+    text = None
+    if summary:
+        added = [entry for unit in range(covered, cut) if unit != anchor for entry in trace.lines(unit)]
+        covered_turns = trace.turns_before(covered, messages, layout.units)
+        text = render_note(added, turns, allowance - 4, ctx.counter, summary=(summary, covered_turns))
+    if text is None or ctx.counter.text(text) + 8 > allowance:  # no summary, or too long for the room
+        text = render_note(entries, turns, allowance - 4, ctx.counter)
+    if text is None:
+        return None, cut_turns
+    note: Message = {"role": "user", "content": text}
+    return (note if ctx.tokens(note) <= allowance else None), cut_turns
+
+
+def _cut_turns(
+    messages: list[Message], layout: Layout, cut: int, *, trace: TraceIndex, ctx: Context, turns: int
+) -> tuple[CutTurns, str | None, int]:
+    """The cut turns at `cut`, and the summary the note opens with (with the cut point it covers) —
+    the newest one written for an earlier cut point of these very turns, if any."""
+    units, anchor = layout.units, layout.anchor(cut)
 
     def keys() -> tuple[str, ...]:
         """The cut keys up to `cut` (`prefix_keys`, of the messages as the client sent them)."""
@@ -411,82 +312,44 @@ def note_for(
         summary,
         keyed=lambda: keys()[cut],
     )
-    if allowance <= 0:
-        return None, cut_turns
-    if noted is not None:
-        text = noted.text
-    else:
-        text = None
-        if summary:
-            added = [entry for unit in range(covered, cut) if unit != anchor for entry in trace.entries[unit]]
-            covered_turns = trace.turns_before(covered, messages, layout.units)
-            text = render_note(added, turns, allowance - 4, ctx.counter, summary=(summary, covered_turns))
-        if text is None or ctx.counter.text(text) + 8 > allowance:  # no summary, or too long for the room
-            text = render_note(entries, turns, allowance - 4, ctx.counter)
-        if not ctx.summaries:
-            trace.wrote(cut, anchor, allowance, Noted(turns, text))
-    if text is None:
-        return None, cut_turns
-    note: Message = {"role": "user", "content": text}
-    return (note if ctx.tokens(note) <= allowance else None), cut_turns
+    return cut_turns, summary, covered
 
 
 def assemble(
-    messages: list[Message],
-    layout: Layout,
-    cut: int,
-    counts: Counter[str],
-    note: Message | None = None,
-    *,
-    trace: TraceIndex | None = None,
-) -> list[Message]:
+    messages: list[Message], layout: Layout, cut: int, note: Message | None = None
+) -> tuple[list[Message], tuple[Fate, ...]]:
     """System messages, the user message anchoring the kept history, the note for what was cut,
-    then everything from `cut`. Where the instructions and the messages that may hold an earlier
-    pass's note are among the dropped ones is taken from `trace` (`TraceIndex.scanned`: resumed
-    from the conversation's previous request) when it reads these messages."""
+    then everything from `cut`; and the fates: each message dropped, the note added."""
     cut_start = layout.units[cut][0]
-    anchor = -1 if layout.is_user[cut] else layout.previous_user[cut]
-    if trace is not None and len(trace.source) == len(messages):
-        instructions, holders = trace.scanned(cut_start)
-    else:
-        instructions = [i for i in range(cut_start) if is_instruction(messages[i])]
-        holders = [i for i in range(cut_start) if may_hold_note(messages[i])]
-
-    def among(indexes: Sequence[int], start: int, end: int) -> list[Message]:
-        return [messages[i] for i in indexes[bisect_left(indexes, start) : bisect_left(indexes, end)]]
-
-    added = [note] if note is not None else []
+    anchor = layout.anchor(cut)
+    anchor_start, anchor_end = layout.units[anchor] if anchor >= 0 else (cut_start, cut_start)
     # The anchor held an earlier pass's note (merged into the task): the new note carries it, and
     # without a new note (no room) it would no longer say what was cut.
-    stripped = False
-    if anchor >= 0:
-        anchor_start, anchor_end = layout.units[anchor]
-        anchored = messages[anchor_start:anchor_end]
-        if any(earlier_notes(m) is not None for m in anchored):
-            anchored = [without_notes(m) if earlier_notes(m) is not None else m for m in anchored]
-            stripped = True
-        # System messages in the dropped spans are kept, in their order, before the history.
-        result = (
-            among(instructions, 0, anchor_start)
-            + anchored
-            + among(instructions, anchor_end, cut_start)
-            + added
-            + messages[cut_start:]
-        )
-    else:
-        result = among(instructions, 0, cut_start) + added + messages[cut_start:]
+    anchored = messages[anchor_start:anchor_end]
+    stripped = any(earlier_notes(m) is not None for m in anchored)
+    if stripped:
+        anchored = [without_notes(m) if earlier_notes(m) is not None else m for m in anchored]
+    # System messages in the dropped spans are kept, in their order, before the history.
+    kept = [i for i in range(cut_start) if not anchor_start <= i < anchor_end and is_instruction(messages[i])]
+    before = [messages[i] for i in kept if i < anchor_start]
+    between = [messages[i] for i in kept if i >= anchor_end]
+    added = [note] if note is not None else []
+    result = before + anchored + between + added + messages[cut_start:]
     if len(result) == len(messages) and note is None:
-        return messages  # already the smallest tail (over budget): nothing to drop
-    # The notes of an earlier pass among the dropped messages and in the anchor (`_trace.earlier_notes`):
-    # the new note carries them forward, so it adds no note to the request; a note alone was no
-    # client message.
-    dropped = (
-        among(holders, 0, anchor_start) + among(holders, anchor_end, cut_start)
-        if anchor >= 0
-        else among(holders, 0, cut_start)
-    )
-    earlier = [found for m in dropped if (found := earlier_notes(m)) is not None]
-    counts["snipped"] += len(messages) + len(added) - len(result) - sum(1 for e in earlier if e.own is None)
-    if note is not None and not earlier and not stripped:
-        counts["summarized" if str(note.get("content", "")).startswith(SUMMARY_START) else "noted"] += 1
-    return result
+        return messages, ()  # already the smallest tail (over budget): nothing to drop
+    keep = set(kept) | set(range(anchor_start, anchor_end))
+    dropped = [m for i, m in enumerate(messages[:cut_start]) if i not in keep]
+    # The notes of an earlier pass among the dropped messages (`_trace.earlier_notes`): the new note
+    # carries them forward, so it adds no note to the request; a note alone was no client message.
+    earlier = [found for m in dropped if may_hold_note(m) and (found := earlier_notes(m)) is not None]
+    fates = [Fate(SNIPPED, m, 0 if _alone(m) else 1) for m in dropped]
+    if note is not None:
+        step = SUMMARIZED if str(note.get("content", "")).startswith(SUMMARY_START) else NOTED
+        fates.append(Fate(step, note, 0 if earlier or stripped else 1))
+    return result, tuple(fates)
+
+
+def _alone(message: Message) -> bool:
+    """A message that was nothing but an earlier pass's note (no client message: its drop is not counted)."""
+    found = earlier_notes(message) if may_hold_note(message) else None
+    return found is not None and found.own is None

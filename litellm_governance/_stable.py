@@ -47,16 +47,17 @@ idempotent (a governed request fits, so replaying it triggers nothing), and with
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import deque
 
 from ._calls import describe_size
-from ._context import Context, StepResult
+from ._context import Context, Fate, StepResult
 from ._messages import Message
-from ._microcompact import AGAIN, SUPERSEDED, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
-from ._snip import Layout, assemble, keep_trace, note_cap, note_for, trace_index
+from ._microcompact import AGAIN, STALE, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
+from ._snip import Layout, assemble, note_cap, note_for, trace_index
+from ._steps import COMPACTED, SUPERSEDED
 from ._trace import TraceIndex
 
-__all__ = ["PRESSURE_KEEP_RECENT", "REUSE_PRICE", "StableShrink", "cut_back_level"]
+__all__ = ["PRESSURE_KEEP_RECENT", "REUSE_PRICE", "cut_back_level", "stable_shrink"]
 
 #: Under budget pressure, whole results beyond the newest few are compacted at once: one large
 #: rewrite instead of many small ones. At least this many stay whole (unless keep_recent is lower),
@@ -87,273 +88,231 @@ def cut_back_level(room: int, budget: int, growth: float, cost: float) -> int:
     return math.floor(min(MAX_CUT_BACK * room, max(MIN_CUT_BACK * room, room - free)))
 
 
-class StableShrink:
-    name = "stable_shrink"
+def stable_shrink(messages: list[Message], ctx: Context, keep_recent: int | None = None) -> StepResult:
+    """Compaction and snipping replayed over the conversation's growth (module docstring);
+    `keep_recent` overrides the config's (the shrinking attempts pass 0 when the budget demands it)."""
+    config = ctx.config
+    keep = config.keep_recent if keep_recent is None else keep_recent
+    batch = config.compact_batch_for(True)
+    found = catalogue(messages, ctx)
+    layout = Layout.of(messages, ctx)
+    if ctx.budget is None or not layout.units:
+        compacted = _batched(found.candidates, keep, batch, found.newest)
+        over = ctx.budget is not None and layout.fixed > ctx.budget
+        return _apply(messages, ctx, layout, found, compacted=compacted, stubbed_stale=None, cut=0, over_budget=over)
+    replay = _Replay(messages, ctx, layout, found, keep=keep, batch=batch)
+    for step in range(len(layout.units)):
+        replay.arrive(step)
+    return replay.result()
 
-    def __init__(self, *, keep_recent: int | None = None) -> None:
-        #: Overrides the config's keep_recent (the pipeline passes 0 when the budget demands it).
-        self.keep_recent = keep_recent
 
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        config = ctx.config
-        keep = config.keep_recent if self.keep_recent is None else self.keep_recent
-        batch = config.compact_batch_for(True)
-        found = catalogue(messages, ctx)
+class _Replay:
+    """The state of the replay: which candidates arrived and are still whole, which are compacted
+    (and why), where the cut stands and what the units after it cost at the step being replayed."""
+
+    def __init__(
+        self, messages: list[Message], ctx: Context, layout: Layout, found: Catalogue, *, keep: int, batch: int
+    ) -> None:
+        self.messages, self.ctx, self.layout, self.found = messages, ctx, layout, found
+        self.keep, self.batch = keep, batch
+        self.budget = ctx.budget or 0
+        self.room = self.budget - layout.fixed
+        self.cost = layout.cost_function(messages, ctx)
+        self.trace = trace_index(messages, layout, ctx)
+        self.cap = note_cap(ctx)
         candidates = found.candidates
-        layout = Layout.of(messages, ctx)
-        if ctx.budget is None or not layout.units:
-            return self._apply(
-                messages,
-                ctx,
-                layout=layout,
-                found=found,
-                compacted=self._batched(candidates, keep, batch, found.newest),
-                cut=0,
-                over_budget=ctx.budget is not None and layout.fixed > ctx.budget,
-            )
-
-        budget = ctx.budget
-        room = budget - layout.fixed
-        cost = layout.cost_function(messages, ctx)
-        trace = trace_index(messages, layout, ctx)
-        cap = note_cap(ctx)
-        watermark = config.snip_watermark
-        # What compacting each candidate saves, and the candidates each unit brings. A stub replaces
-        # the content and nothing else: the saving is the content's tokens less the stub's.
-        stubs = stub_sizes(messages, candidates, ctx)  # what `_apply` puts in, mostly
-        saving = [saved for _, saved in stubs]
-        unit_of = layout.unit_index()
-        arriving: dict[int, list[int]] = {}
+        # What compacting each candidate saves (a stub replaces the content and nothing else: the
+        # content's tokens less the stub's), and the candidates each unit brings.
+        counter = ctx.counter
+        self.saving = [
+            counter.content(messages[c.index].get("content")) - counter.text(_stub(messages, c)) for c in candidates
+        ]
+        self.unit_of = layout.unit_index()
+        self.arriving: dict[int, list[int]] = {}
+        self.stale_from: dict[int, list[int]] = {}  # a superseded read goes stale when the later read arrives
         for ordinal, candidate in enumerate(candidates):
-            arriving.setdefault(unit_of[candidate.index], []).append(ordinal)
-        # A superseded read goes stale when the read superseding it arrives.
-        stale_from: dict[int, list[int]] = {}
-        for ordinal, candidate in enumerate(candidates):
+            self.arriving.setdefault(self.unit_of[candidate.index], []).append(ordinal)
             if candidate.superseded_by is not None:
-                stale_from.setdefault(unit_of[candidate.superseded_by], []).append(ordinal)
-        current = list(layout.tokens)  # what each unit costs at the current step of the replay
-        arrived = [0] * len(current)  # what each unit cost when it arrived
-        whole: deque[int] = deque()  # candidates that arrived and are still whole, oldest first
-        compacted: set[int] = set()
-        stubbed_stale: set[int] = set()  # compacted because a later read superseded them
-        stale: set[int] = set()  # whole candidates a later read superseded: compacted at the next batch
-        deferred: list[int] = []  # too big to keep whole: compacted once they are no longer the newest
-        cut, tail = 0, 0
-        recent = 0  # tokens of the last GROWTH_UNITS units as they arrived
-        step = 0  # the unit arriving: its results are the newest exchange, never compacted
-
-        def compact_one(ordinal: int) -> int:
-            whole.remove(ordinal)
-            if ordinal in stale:
-                stale.discard(ordinal)
-                stubbed_stale.add(ordinal)  # its stub says so; one compacted earlier keeps its own
-            compacted.add(ordinal)
-            unit = unit_of[candidates[ordinal].index]
-            current[unit] -= saving[ordinal]
-            return saving[ordinal] if unit >= cut else 0
-
-        def compact_oldest() -> int:
-            return compact_one(whole[0])
-
-        def newest(ordinal: int) -> bool:
-            """Whether the candidate is among the results the model is about to read at this step."""
-            return unit_of[candidates[ordinal].index] >= layout.keep_from[step]
-
-        def oldest_is_newest() -> bool:
-            return newest(whole[0])
-
-        def compact_stale() -> int:
-            return sum(compact_one(o) for o in sorted(stale) if not newest(o))
-
-        def note(at: int) -> int:
-            if at == 0 or cap == 0:
-                return 0
-            anchor = -1 if layout.is_user[at] else layout.previous_user[at]
-            return min(cap, trace.estimate(at, anchor))
-
-        def value(kept: int, share_lost: float, growth: float) -> float:
-            if kept >= room:
-                return -math.inf  # buys no turn
-            return (kept + room) / (2 * budget) - REUSE_PRICE * share_lost * growth / (room - kept)
-
+                self.stale_from.setdefault(self.unit_of[candidate.superseded_by], []).append(ordinal)
+        self.current = list(layout.tokens)  # what each unit costs at the current step of the replay
+        self.arrived = [0] * len(self.current)  # what each unit cost when it arrived
+        self.whole: deque[int] = deque()  # candidates that arrived and are still whole, oldest first
+        self.compacted: set[int] = set()
+        self.stubbed_stale: set[int] = set()  # compacted because a later read superseded them
+        self.stale: set[int] = set()  # whole candidates a later read superseded: compacted at the next batch
+        self.deferred: list[int] = []  # too big to keep whole: compacted once they are no longer the newest
+        self.cut, self.tail, self.step = 0, 0, 0
+        self.recent = 0  # tokens of the last GROWTH_UNITS units as they arrived
         limit = ctx.oversized(messages)
-        if limit is not None and max(layout.tokens) <= limit:
-            limit = None  # no result is over it: none costs more than its unit
-        # cost(cut, tail) is tail plus what the cut adds in front (a user message), and the note's
-        # size depends on the cut alone: both are worked out again only when the cut moves.
-        in_front = cost(cut, 0) + note(cut)
-        for step in range(len(layout.units)):
-            before = tail  # the history of the previous step: the previous request
-            if deferred:
-                for ordinal in [o for o in deferred if not newest(o)]:
-                    deferred.remove(ordinal)
-                    if ordinal in whole:
-                        tail -= compact_one(ordinal)
-            for ordinal in arriving.get(step, ()):
-                whole.append(ordinal)
-                if limit is not None and is_oversized(messages[candidates[ordinal].index], limit, ctx):
-                    deferred.append(ordinal)  # too big to keep whole at all, once it is not the newest
-            if step in stale_from:
-                stale.update(o for o in stale_from[step] if o in whole)
-            tail += current[step]
-            arrived[step] = current[step]
-            recent += current[step] - (arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
-            while len(whole) >= keep + batch and not oldest_is_newest():
-                tail -= compact_stale()
-                for _ in range(batch):
-                    if whole and not oldest_is_newest():
-                        tail -= compact_oldest()
-            if tail + in_front <= room:
-                continue
-            # An event. What it costs is measured against the previous request.
-            growth = max(1.0, recent / min(step + 1, GROWTH_UNITS))
-            previous = layout.fixed + cost(cut, before) + note(cut)
-            keep_whole = min(keep, max(PRESSURE_KEEP_RECENT, math.floor(PRESSURE_SHARE * room / growth)))
-            rewritten = 0
-            if len(whole) > keep_whole:  # the budget beats keep_recent
-                first = max(cut, unit_of[candidates[whole[0]].index])
-                rewritten = sum(current[first:step])
-                tail -= compact_stale()
-                while len(whole) > keep_whole and not oldest_is_newest():
-                    tail -= compact_oldest()
-            kept = cost(cut, tail) + note(cut)
-            if watermark is not None:
-                low = math.floor(room * watermark)
-                if kept <= math.floor(room * (watermark + (1 - watermark) / 3)):
-                    continue
-            else:
-                cut_cost = (previous - layout.fixed) / previous  # a cut keeps only the fixed part
-                low = cut_back_level(room, budget, growth, cut_cost)
-                if kept <= low + (room - low) * COMPACT_ENOUGH or (
-                    kept <= room and value(kept, rewritten / previous, growth) >= value(low, cut_cost, growth)
-                ):
-                    continue
-            if kept <= low:
-                continue
-            # Cut: from the first unit that leaves at most `low`, else keep only the newest.
-            while cut < layout.keep_from[step] and cost(cut, tail) + note(cut) > low:
-                tail -= current[cut]
-                cut += 1
-            in_front = cost(cut, 0) + note(cut)
-            while whole and unit_of[candidates[whole[0]].index] < cut:
-                stale.discard(whole.popleft())  # cut off: no longer counts among the whole results
+        # (no result is over the limit when no unit is: none costs more than its unit)
+        self.limit = limit if limit is not None and max(layout.tokens) > limit else None
+        # What the cut adds in front (a user message, the note), worked out again only when it moves.
+        self.in_front = self.cost(0, 0) + self.note(0)
 
-        tail_cost = cost(cut, tail)
-        result = self._apply(
-            messages,
-            ctx,
-            layout=layout,
-            found=found,
-            compacted=compacted,
-            cut=cut,
-            over_budget=tail_cost + (note(cut) if tail_cost + note(cut) <= room else 0) > room,
-            trace=trace,
-            allowance=min(cap, room - tail_cost),
-            stubbed_stale=stubbed_stale,
-            stubs=stubs,
-        )
-        keep_trace(trace, ctx)
-        return result
+    def compact_one(self, ordinal: int) -> int:
+        """Compact a whole candidate; what that takes off the tail (nothing for one before the cut)."""
+        self.whole.remove(ordinal)
+        if ordinal in self.stale:
+            self.stale.discard(ordinal)
+            self.stubbed_stale.add(ordinal)  # its stub says so; one compacted earlier keeps its own
+        self.compacted.add(ordinal)
+        unit = self.unit_of[self.found.candidates[ordinal].index]
+        self.current[unit] -= self.saving[ordinal]
+        return self.saving[ordinal] if unit >= self.cut else 0
 
-    @staticmethod
-    def _batched(candidates: list[Candidate], keep: int, batch: int, newest: frozenset[int]) -> set[int]:
-        """Without a budget: Nanobot's compaction, in batches (superseded reads go with the batch);
-        never the newest exchange's results."""
-        current = [o for o, c in enumerate(candidates) if c.superseded_by is None]
-        excess = len(current) - keep
-        chosen = set(current[: max(0, excess - excess % batch)])
-        if chosen or excess - excess % batch > 0:
-            chosen |= {o for o, c in enumerate(candidates) if c.superseded_by is not None}
-        return {o for o in chosen if candidates[o].index not in newest}
+    def is_newest(self, ordinal: int) -> bool:
+        """Whether the candidate is among the results the model is about to read at this step."""
+        return self.unit_of[self.found.candidates[ordinal].index] >= self.layout.keep_from[self.step]
 
-    @staticmethod
-    def _apply(
-        messages: list[Message],
-        ctx: Context,
-        *,
-        layout: Layout,
-        found: Catalogue,
-        compacted: set[int],
-        cut: int,
-        over_budget: bool,
-        trace: TraceIndex | None = None,
-        allowance: int = 0,
-        stubbed_stale: set[int] | None = None,
-        stubs: list[tuple[str, int]] | None = None,
-    ) -> StepResult:
-        """The request with the `compacted` candidates stubbed and the units before `cut` cut.
-        `stubs` are the sizes the candidates' stubs give and what each stub saves with its default
-        reason (`stub_sizes`, reused where that reason holds)."""
-        candidates = found.candidates
-        counts: Counter[str] = Counter()
-        first_kept = layout.units[cut][0] if layout.units else 0
+    def compact_stale(self) -> None:
+        self.tail -= sum(self.compact_one(o) for o in sorted(self.stale) if not self.is_newest(o))
+
+    def compact_batch(self) -> None:
+        """Compact the stale, then the oldest `batch` whole candidates (never the newest)."""
+        self.compact_stale()
+        for _ in range(self.batch):
+            if self.whole and not self.is_newest(self.whole[0]):
+                self.tail -= self.compact_one(self.whole[0])
+
+    def compact_oldest(self, keeping: int) -> None:
+        """Compact the stale, then the oldest whole candidates until `keeping` are whole (never the newest)."""
+        self.compact_stale()
+        while len(self.whole) > keeping and not self.is_newest(self.whole[0]):
+            self.tail -= self.compact_one(self.whole[0])
+
+    def note(self, at: int) -> int:
+        if at == 0 or self.cap == 0:
+            return 0
+        return min(self.cap, self.trace.estimate(at, self.layout.anchor(at)))
+
+    def value(self, kept: int, share_lost: float, growth: float) -> float:
+        if kept >= self.room:
+            return -math.inf  # buys no turn
+        return (kept + self.room) / (2 * self.budget) - REUSE_PRICE * share_lost * growth / (self.room - kept)
+
+    def arrive(self, step: int) -> None:
+        """Replay the arrival of unit `step`: compact in batches, then handle an event if it overflows."""
+        self.step = step
+        before = self.tail  # the history of the previous step: the previous request
+        for ordinal in [o for o in self.deferred if not self.is_newest(o)]:
+            self.deferred.remove(ordinal)
+            if ordinal in self.whole:
+                self.tail -= self.compact_one(ordinal)
+        for ordinal in self.arriving.get(step, ()):
+            self.whole.append(ordinal)
+            result = self.messages[self.found.candidates[ordinal].index]
+            if self.limit is not None and is_oversized(result, self.limit, self.ctx):
+                self.deferred.append(ordinal)  # too big to keep whole at all, once it is not the newest
+        self.stale.update(o for o in self.stale_from.get(step, ()) if o in self.whole)
+        self.tail += self.current[step]
+        self.arrived[step] = self.current[step]
+        self.recent += self.current[step] - (self.arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
+        while len(self.whole) >= self.keep + self.batch and not self.is_newest(self.whole[0]):
+            self.compact_batch()
+        if self.tail + self.in_front > self.room:
+            self.event(before)
+
+    def event(self, before: int) -> None:
+        """The history no longer fits: compact under pressure, then cut unless compacting is the better deal.
+        What an event costs is measured against the previous request (`before`: its history)."""
+        layout, room, cut = self.layout, self.room, self.cut
+        growth = max(1.0, self.recent / min(self.step + 1, GROWTH_UNITS))
+        previous = layout.fixed + self.cost(cut, before) + self.note(cut)
+        keep_whole = min(self.keep, max(PRESSURE_KEEP_RECENT, math.floor(PRESSURE_SHARE * room / growth)))
+        rewritten = 0
+        if len(self.whole) > keep_whole:  # the budget beats keep_recent
+            first = max(cut, self.unit_of[self.found.candidates[self.whole[0]].index])
+            rewritten = sum(self.current[first : self.step])
+            self.compact_oldest(keep_whole)
+        kept = self.cost(cut, self.tail) + self.note(cut)
+        watermark = self.ctx.config.snip_watermark
+        if watermark is not None:
+            low = math.floor(room * watermark)
+            enough = kept <= math.floor(room * (watermark + (1 - watermark) / 3))
+        else:
+            cut_cost = (previous - layout.fixed) / previous  # a cut keeps only the fixed part
+            low = cut_back_level(room, self.budget, growth, cut_cost)
+            enough = kept <= low + (room - low) * COMPACT_ENOUGH or (
+                kept <= room and self.value(kept, rewritten / previous, growth) >= self.value(low, cut_cost, growth)
+            )
+        if not enough and kept > low:
+            self.cut_back(low)
+
+    def cut_back(self, low: int) -> None:
+        """Cut from the first unit that leaves at most `low`, else keep only the newest."""
+        latest = self.layout.keep_from[self.step]
+        while self.cut < latest and self.cost(self.cut, self.tail) + self.note(self.cut) > low:
+            self.tail -= self.current[self.cut]
+            self.cut += 1
+        self.in_front = self.cost(self.cut, 0) + self.note(self.cut)
+        while self.whole and self.unit_of[self.found.candidates[self.whole[0]].index] < self.cut:
+            self.stale.discard(self.whole.popleft())  # cut off: no longer counts among the whole results
+
+    def result(self) -> StepResult:
+        cut, room = self.cut, self.room
+        tail_cost, note = self.cost(cut, self.tail), self.note(cut)
+        over = tail_cost + (note if tail_cost + note <= room else 0) > room
+        allowance = min(self.cap, room - tail_cost)
+        return _apply(
+            self.messages, self.ctx, self.layout, self.found, compacted=self.compacted,
+            stubbed_stale=self.stubbed_stale, cut=cut, over_budget=over, trace=self.trace, allowance=allowance,
+        )  # fmt: skip
+
+
+def _batched(candidates: list[Candidate], keep: int, batch: int, newest: frozenset[int]) -> set[int]:
+    """Without a budget: Nanobot's compaction, in batches (superseded reads go with the batch);
+    never the newest exchange's results."""
+    current = [o for o, c in enumerate(candidates) if c.superseded_by is None]
+    excess = len(current) - keep
+    chosen = set(current[: max(0, excess - excess % batch)])
+    if chosen or excess - excess % batch > 0:
+        chosen |= {o for o, c in enumerate(candidates) if c.superseded_by is not None}
+    return {o for o in chosen if candidates[o].index not in newest}
+
+
+def _stub(messages: list[Message], candidate: Candidate) -> str:
+    """The stub text of `candidate` with its default reason (what `compact` writes)."""
+    content = messages[candidate.index].get("content")
+    reason = STALE if candidate.superseded_by is not None else AGAIN
+    return stub_text(candidate.name, candidate.call, describe_size(content), reason)
+
+
+def _apply(
+    messages: list[Message],
+    ctx: Context,
+    layout: Layout,
+    found: Catalogue,
+    *,
+    compacted: set[int],
+    stubbed_stale: set[int] | None,
+    cut: int,
+    over_budget: bool,
+    trace: TraceIndex | None = None,
+    allowance: int = 0,
+) -> StepResult:
+    """The request with the `compacted` candidates stubbed and the units before `cut` cut. A stub says
+    what the replay knew when it compacted the result: a read superseded only later keeps the stub it
+    got by age (so the prefix does not change under the cache); `stubbed_stale` None: the default reason."""
+    candidates = found.candidates
+    first_kept = layout.units[cut][0] if layout.units else 0
+    out = list(messages)
+    fates: list[Fate] = []
+    for ordinal in sorted(compacted):
+        candidate = candidates[ordinal]
+        if candidate.index < first_kept:
+            continue  # snipped anyway
+        stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
+        out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
+        fates.append(Fate(SUPERSEDED if stale else COMPACTED, out[candidate.index]))
+    if not fates:
         out = messages
-        saved = 0  # what the stubs put in save (for the report's ledger)
-        for ordinal in sorted(compacted):
-            candidate = candidates[ordinal]
-            if candidate.index < first_kept:
-                continue  # snipped anyway
-            if out is messages:
-                out = list(messages)
-            # The stub says what the replay knew when it compacted the result: a read superseded only
-            # later keeps the stub it got by age (so the prefix does not change under the cache).
-            stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
-            result = messages[candidate.index]
-            if stubs is not None and stale == (candidate.superseded_by is not None):
-                size, saving = stubs[ordinal]
-                stub = dict(result)
-                stub["content"] = stub_text(candidate.name, candidate.call, size, SUPERSEDED if stale else AGAIN)
-                ctx.seed(stub, ctx.tokens(result) - saving)  # (what counting it gives)
-                saved += saving  # (what counting the stub gives, less the result's tokens)
-            else:
-                stub = compact(result, candidate, superseded=stale)
-                saved += ctx.tokens(result) - ctx.tokens(stub)
-            out[candidate.index] = stub
-            counts["superseded" if stale else "compacted"] += 1
-        cut_turns = None
-        if cut:
-            note = None
-            if trace is not None:
-                note, cut_turns = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
-            out = assemble(out, layout, cut, counts, note, trace=trace)
-        return StepResult(
-            out,
-            counts,
-            over_budget=over_budget,
-            large_uncompacted=found.large_uncompacted,
-            cut=cut_turns,
-            saved=saved,
-        )
-
-
-def stub_sizes(messages: list[Message], candidates: list[Candidate], ctx: Context) -> list[tuple[str, int]]:
-    """Each candidate's size as its stub shows it (`compact`), and the tokens its stub with its
-    default reason saves: the content's less the stub's. Where the previous request of the
-    conversation began this list (`Context.conversation`), those of the results it kept are taken
-    from it when the result is still named by the same call, with the same reason."""
-    shared = ctx.conversation(messages)
-    before = shared[1].get("stubs") if shared is not None else None
-    known: dict[int, tuple[bool, str, object, str, int]] = before if isinstance(before, dict) else {}
-    counter = ctx.counter
-    out: list[tuple[str, int]] = []
-    for candidate in candidates:
-        superseded = candidate.superseded_by is not None
-        found = known.get(candidate.index)
-        if found is not None and found[0] == superseded and found[1] == candidate.name and found[2] == candidate.call:
-            out.append((found[3], found[4]))
-            continue
-        content = messages[candidate.index].get("content")
-        size = describe_size(content)
-        text = stub_text(candidate.name, candidate.call, size, SUPERSEDED if superseded else AGAIN)
-        out.append((size, counter.content(content) - counter.short(text)))
-    if shared is not None:
-        mark = shared[0]
-        ctx.keep(
-            "stubs",
-            {
-                c.index: (c.superseded_by is not None, c.name, c.call, size, saved)
-                for c, (size, saved) in zip(candidates, out, strict=True)
-                if c.index < mark
-            },
-        )
-    return out
+    cut_turns = None
+    if cut:
+        note = None
+        if trace is not None:
+            note, cut_turns = note_for(out, layout, cut, trace=trace, allowance=allowance, ctx=ctx)
+        out, cut_fates = assemble(out, layout, cut, note)
+        fates.extend(cut_fates)
+    return StepResult(
+        out, tuple(fates), over_budget=over_budget, large_uncompacted=found.large_uncompacted, cut=cut_turns
+    )

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-__all__ = ["FATES", "KEPT", "STAGES", "STEPS", "Kind", "Stage", "Step", "describe", "step"]
+__all__ = ["FATES", "KEPT", "STAGES", "STEPS", "Kind", "Stage", "Step", "describe", "step"]  # and the step names
 
 #: What a step does to the messages it touches (the HTML report colours messages by it).
 Kind: TypeAlias = Literal["kept", "shrunk", "cut", "dropped", "repaired", "added"]
@@ -51,46 +51,75 @@ class Step:
     summary: bool = True
 
 
+# Step names: every module names a step with these constants, never a string of its own.
+COMPACTED: Final = "compacted"
+SUPERSEDED: Final = "superseded"
+SNIPPED: Final = "snipped"
+NOTED: Final = "noted"
+SUMMARIZED: Final = "summarized"
+TRUNCATED: Final = "truncated"
+ORPHANS_DROPPED: Final = "orphans_dropped"
+DUPLICATES_DROPPED: Final = "duplicates_dropped"
+BACKFILLED: Final = "backfilled"
+RESULTS_MOVED: Final = "results_moved"
+MERGED: Final = "merged"
+TRAILING_ASSISTANT_DROPPED: Final = "trailing_assistant_dropped"
+RECOVERED_AS_USER: Final = "recovered_as_user"
+SYNTHETIC_USER_INSERTED: Final = "synthetic_user_inserted"
+TOOL_CALL_IDS_RENAMED: Final = "tool_call_ids_renamed"
+MALFORMED_CALLS_DROPPED: Final = "malformed_calls_dropped"
+EMPTY_MESSAGES_DROPPED: Final = "empty_messages_dropped"
+EMPTY_USER_KEPT: Final = "empty_user_kept"
+BLANK_TEXT_DROPPED: Final = "blank_text_dropped"
+SYSTEM_CONVERTED: Final = "system_converted"
+SYSTEM_HOISTED: Final = "system_hoisted"
+ASSISTANT_BRIDGE_INSERTED: Final = "assistant_bridge_inserted"
+REASONING_CONTENT_FILLED: Final = "reasoning_content_filled"
+OUTPUTS_RETYPED: Final = "outputs_retyped"
+THINKING_OFF: Final = "thinking_off"
+NULL_CONTENT_FILLED: Final = "null_content_filled"
+COMPACTION_SKIPPED_FOR_CACHE: Final = "compaction_skipped_for_cache"
+
 #: Every step, in the order the one-line summary lists them.
 STEPS: Final[tuple[Step, ...]] = (
-    Step("compacted", "compaction", "shrunk", "old results of compactable tools replaced by a stub naming the call"),
-    Step("superseded", "compaction", "shrunk", "stale copies of a file read again later replaced by a stub"),
-    Step("snipped", "snipping", "cut", "oldest messages dropped to fit the budget"),
-    Step("noted", "snipping", "added", "a note listing what the cut turns did, in their place"),
+    Step(COMPACTED, "compaction", "shrunk", "old results of compactable tools replaced by a stub naming the call"),
+    Step(SUPERSEDED, "compaction", "shrunk", "stale copies of a file read again later replaced by a stub"),
+    Step(SNIPPED, "snipping", "cut", "oldest messages dropped to fit the budget"),
+    Step(NOTED, "snipping", "added", "a note listing what the cut turns did, in their place"),
     Step(
-        "summarized",
+        SUMMARIZED,
         "snipping",
         "added",
         "the note for cut turns, opening with a summary model's summary of the earlier ones (summary_model)",
     ),
-    Step("truncated", "truncation", "shrunk", "newest results cut to fit (they cannot fit whole)"),
-    Step("orphans_dropped", "repair", "dropped", "tool results that answer no earlier tool call dropped"),
-    Step("duplicates_dropped", "repair", "dropped", "second results for an already answered call dropped"),
-    Step("backfilled", "repair", "added", "missing tool results filled with an 'unavailable' stub"),
-    Step("results_moved", "repair", "repaired", "tool results moved up to follow their call"),
-    Step("merged", "roles", "repaired", "consecutive same-role messages merged (nothing lost)"),
-    Step("trailing_assistant_dropped", "roles", "dropped", "trailing assistant messages dropped (no prefill)"),
-    Step("recovered_as_user", "roles", "repaired", "last assistant message kept as a user message (nothing else was)"),
-    Step("synthetic_user_inserted", "roles", "added", "user message inserted before a leading assistant message"),
-    Step("tool_call_ids_renamed", "repair", "repaired", "repeated or unacceptable tool-call ids renamed"),
-    Step("malformed_calls_dropped", "repair", "dropped", "tool calls without an id or a function name dropped"),
-    Step("empty_messages_dropped", "roles", "dropped", "messages with no content dropped"),
-    Step("empty_user_kept", "roles", "kept", "an empty user message kept: it is the only user turn left"),
-    Step("blank_text_dropped", "roles", "repaired", "blank text parts dropped (the provider rejects empty text)"),
-    Step("system_converted", "roles", "repaired", "mid-conversation system messages turned into labelled user notes"),
-    Step("system_hoisted", "roles", "repaired", "mid-conversation system messages moved up to the system prompt"),
-    Step("assistant_bridge_inserted", "roles", "added", "assistant turn inserted between tool results and a user turn"),
-    Step("reasoning_content_filled", "roles", "repaired", "reasoning_content filled in for a thinking-mode provider"),
-    Step("outputs_retyped", "repair", "repaired", "Responses outputs given the kind their call needs"),
+    Step(TRUNCATED, "truncation", "shrunk", "newest results cut to fit (they cannot fit whole)"),
+    Step(ORPHANS_DROPPED, "repair", "dropped", "tool results that answer no earlier tool call dropped"),
+    Step(DUPLICATES_DROPPED, "repair", "dropped", "second results for an already answered call dropped"),
+    Step(BACKFILLED, "repair", "added", "missing tool results filled with an 'unavailable' stub"),
+    Step(RESULTS_MOVED, "repair", "repaired", "tool results moved up to follow their call"),
+    Step(MERGED, "roles", "repaired", "consecutive same-role messages merged (nothing lost)"),
+    Step(TRAILING_ASSISTANT_DROPPED, "roles", "dropped", "trailing assistant messages dropped (no prefill)"),
+    Step(RECOVERED_AS_USER, "roles", "repaired", "last assistant message kept as a user message (nothing else was)"),
+    Step(SYNTHETIC_USER_INSERTED, "roles", "added", "user message inserted before a leading assistant message"),
+    Step(TOOL_CALL_IDS_RENAMED, "repair", "repaired", "repeated or unacceptable tool-call ids renamed"),
+    Step(MALFORMED_CALLS_DROPPED, "repair", "dropped", "tool calls without an id or a function name dropped"),
+    Step(EMPTY_MESSAGES_DROPPED, "roles", "dropped", "messages with no content dropped"),
+    Step(EMPTY_USER_KEPT, "roles", "kept", "an empty user message kept: it is the only user turn left"),
+    Step(BLANK_TEXT_DROPPED, "roles", "repaired", "blank text parts dropped (the provider rejects empty text)"),
+    Step(SYSTEM_CONVERTED, "roles", "repaired", "mid-conversation system messages turned into labelled user notes"),
+    Step(SYSTEM_HOISTED, "roles", "repaired", "mid-conversation system messages moved up to the system prompt"),
+    Step(ASSISTANT_BRIDGE_INSERTED, "roles", "added", "assistant turn inserted between tool results and a user turn"),
+    Step(REASONING_CONTENT_FILLED, "roles", "repaired", "reasoning_content filled in for a thinking-mode provider"),
+    Step(OUTPUTS_RETYPED, "repair", "repaired", "Responses outputs given the kind their call needs"),
     Step(
-        "thinking_off",
+        THINKING_OFF,
         "roles",
         "repaired",
         "thinking turned off: the tool loop's last assistant turn lost its signed thinking block on the way",
     ),
-    Step("null_content_filled", "roles", "repaired", "null content replaced by an empty string", summary=False),
+    Step(NULL_CONTENT_FILLED, "roles", "repaired", "null content replaced by an empty string", summary=False),
     Step(
-        "compaction_skipped_for_cache",
+        COMPACTION_SKIPPED_FOR_CACHE,
         "compaction",
         "kept",
         "old results left whole before a cache_control breakpoint",

@@ -23,10 +23,9 @@ results), so the note changes only when the cut point moves and the prompt cache
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from ._calls import CallInfo, calls_by_id, describe_size, is_stub, looks_like_error, shorten
 from ._messages import Message, call_id, is_instruction, origin, tool_calls
@@ -39,7 +38,6 @@ __all__ = [
     "EarlierNotes",
     "Entry",
     "TraceIndex",
-    "TraceWalk",
     "earlier_notes",
     "is_note",
     "may_hold_note",
@@ -54,8 +52,6 @@ NOTE_START: Final = "[Context note:"
 SUMMARY_START: Final = "[Context summary:"
 #: At most this share of the budget goes to the note; older lines fold into counts beyond it.
 NOTE_SHARE: Final = 0.10
-#: Notes a conversation keeps for its next request (`TraceWalk.notes`).
-_NOTES: Final = 2
 #: What the assistant or the user said is quoted up to this many characters.
 SAID_CHARS: Final = 160
 _HEADER: Final = (
@@ -316,6 +312,26 @@ def render_note(
     `allowance` tokens: repeats of a call grouped at their latest place, the oldest lines folded
     into counts as far as needed. With `summary` (its text, and how many of the turns it covers),
     the note opens with it and lists only the turns after those. None when not even the counts fit."""
+    lines = _grouped(entries)
+    header = _HEADER.format(start=NOTE_START, turns=turns, noun="turn was" if turns == 1 else "turns were")
+    if summary is not None:
+        text, covered = summary
+        header = render_summary(text, covered, total=turns)[:-1]  # without its closing bracket
+        if lines:
+            header += "\nWhat the turns after those did, oldest first (call a tool again to see its output):"
+    folding = _fold(lines, allowance - counter.text(header) - _LINE_OVERHEAD, counter)
+    if folding is None:
+        return None
+    gone, folded = folding
+    kept = [f"- {text}" for i, (_, text, _) in enumerate(lines) if i not in gone]
+    body = ([f"- {_fold_line(folded)}"] if folded else []) + kept
+    if not body:
+        return header + "]" if summary is not None else None
+    return header + "\n" + "\n".join(body) + "]"
+
+
+def _grouped(entries: Sequence[Entry]) -> list[tuple[Entry, str, int]]:
+    """The note's lines: each entry with its text, repeats of a call at their latest place, ``(xN)``."""
     grouped: list[tuple[Entry, int]] = []
     position: dict[str, int] = {}
     for entry in entries:
@@ -328,24 +344,23 @@ def render_note(
             grouped.append((entry, 1))
         if entry.key is not None:
             position[entry.key] = len(grouped) - 1
-    lines = [
+    return [
         (entry, f"{entry.text} (x{count})" if count > 1 else entry.text, count) for entry, count in grouped if count > 0
     ]
-    header = _HEADER.format(start=NOTE_START, turns=turns, noun="turn was" if turns == 1 else "turns were")
-    if summary is not None:
-        text, covered = summary
-        header = render_summary(text, covered, total=turns)[:-1]  # without its closing bracket
-        if lines:
-            header += "\nWhat the turns after those did, oldest first (call a tool again to see its output):"
-    costs = [counter.short(text) + _LINE_OVERHEAD for _, text, _ in lines]
-    budget = allowance - counter.text(header) - _LINE_OVERHEAD
+
+
+def _fold(
+    lines: Sequence[tuple[Entry, str, int]], budget: int, counter: TokenCounter
+) -> tuple[set[int], dict[str, int]] | None:
+    """Which lines fold into counts (by label) so the rest and the fold line fit in `budget` tokens:
+    the oldest first, what the user said last of all (it is rare, and may be an instruction still in
+    force). None when not even the counts fit."""
+    costs = [counter.text(text) + _LINE_OVERHEAD for _, text, _ in lines]
     total = sum(costs)
     folded: dict[str, int] = {}
     gone: set[int] = set()
-    fold_cost = 0  # the fold line's tokens, worked out only once the lines alone fit: until then
-    counted = True  # the line, which costs at least nothing, cannot make them fit (a new text each time)
-    # The oldest lines fold first — what the user said last of all (it is rare, and it may be an
-    # instruction still in force).
+    fold_cost = 0  # the fold line's tokens, worked out only once the lines alone fit
+    counted = True
     order = [i for i, (entry, _, _) in enumerate(lines) if entry.kind != "user"]
     order += [i for i, (entry, _, _) in enumerate(lines) if entry.kind == "user"]
     for i in order:
@@ -361,15 +376,7 @@ def render_note(
         counted = False
     if not counted:
         fold_cost = counter.text(_fold_line(folded)) + _LINE_OVERHEAD
-    if total + fold_cost > budget:
-        return None
-    kept = [f"- {text}" for i, (_, text, _) in enumerate(lines) if i not in gone]
-    body = ([f"- {_fold_line(folded)}"] if folded else []) + kept
-    if not body:
-        return header + "]" if summary is not None else None
-    # header, then a line each, then the closing bracket: counted from its lines' counts (`compose`),
-    # which come back on the next request, where the note as a whole is new whenever its room moves.
-    return counter.compose([f"{header}\n", *(f"{line}\n" for line in body[:-1]), f"{body[-1]}]"])
+    return None if total + fold_cost > budget else (gone, folded)
 
 
 def _fold_line(folded: Mapping[str, int]) -> str:
@@ -378,44 +385,9 @@ def _fold_line(folded: Mapping[str, int]) -> str:
     return f"(+{total} earlier: {parts})"
 
 
-@dataclass(frozen=True, slots=True)
-class TraceWalk:
-    """The note's lines for a request's first units and what the estimate made of them, kept for the
-    next request of the conversation (`_conversations`), which begins with those messages. The
-    lines hold only what the process keeps anyway: a call's description (`_calls`), a result's size,
-    what was said as `_calls.shorten` shortened and remembered it."""
-
-    #: The units' [start, end) message indexes.
-    units: tuple[tuple[int, int], ...]
-    #: Their lines (`unit_entries`).
-    entries: tuple[tuple[Entry, ...], ...]
-    #: The estimate's running total after each unit, and the calls it had seen after the last one.
-    totals: tuple[int, ...]
-    seen: frozenset[str]
-    #: The ids of the calls those lines name (a later call reusing one would rename it).
-    ids: frozenset[str]
-    #: The cut keys of the first units (`_cut_turns.KeyChain`), if any were worked out.
-    keys: Any = None
-    #: The notes written for cuts among those units, by (cut, anchor, room), newest first (`Noted`;
-    #: at most `_NOTES`: the two shrinking attempts of a request may each write one).
-    notes: tuple[tuple[tuple[int, int, int], Noted], ...] = ()
-    #: Of the first messages (how many), those that are instructions and those that may hold an
-    #: earlier pass's note, by index (`TraceIndex.scanned`).
-    scan: tuple[int, tuple[int, ...], tuple[int, ...]] = (0, (), ())
-
-
-class Noted(NamedTuple):
-    """A note written for cut turns (`_snip.note_for`, no summaries): the turns it stands for (-1:
-    there were no lines, so no note) and its text (None: not even the counts fit)."""
-
-    turns: int
-    text: str | None
-
-
 class TraceIndex:
     """The note's lines per unit of a request (read on first need: most requests cut nothing), and
-    an estimate of the note's size for any cut. Those of the first units may come from the
-    conversation's previous request (`resume`, `walk`)."""
+    an estimate of the note's size for any cut."""
 
     def __init__(
         self,
@@ -427,83 +399,17 @@ class TraceIndex:
     ) -> None:
         self.counter = counter
         self._calls_of = calls_of
-        #: Lines are read from `original` (the uncompacted messages at the same indexes).
-        self._source = original if len(original) == len(messages) else messages
+        #: The messages lines are read from: `original` (the uncompacted messages at the same indexes).
+        self.source = original if len(original) == len(messages) else messages
         self._units = units
         self._entries: list[Sequence[Entry] | None] = [None] * len(units)
         self._calls: Mapping[str, CallInfo] | None = None
         self._results: dict[str, Message] = {}
-        self._result_at: dict[str, int] = {}
-        self._seen: set[str] = set()  # the calls the estimate has seen (with those of the walk it resumed)
-        self._seen_before: frozenset[str] = frozenset()
-        self._done = 0
+        self._seen: set[str] = set()  # the calls the estimate has seen
         self._totals: list[int] = []  # the estimate's running total after each unit walked
         self._kept: dict[int, int] = {}
-        self.resumed: TraceWalk | None = None
         #: The cut keys worked out so far (`_cut_turns.KeyChain`), if any.
         self.chain: Any = None
-        #: The notes written: this request's, then those of the walk it resumed (`TraceWalk.notes`).
-        self._notes: list[tuple[tuple[int, int, int], Noted]] = []
-        self._scan: tuple[int, Sequence[int], Sequence[int]] = (0, (), ())
-
-    def resume(self, before: object) -> bool:
-        """Take the lines of the first units from `before`, a walk the conversation's previous request
-        kept over messages this request begins with (`walk`), where it holds: the same units, and no
-        call after them reusing an id its lines name. Whether it was taken."""
-        if not isinstance(before, TraceWalk) or self._done or self._calls is not None:
-            return False
-        stored = len(before.units)
-        if not stored or stored > len(self._units) or tuple(self._units[:stored]) != before.units:
-            return False
-        if not before.ids.isdisjoint(_named(self._source[before.units[-1][1] :])):
-            return False
-        self._entries[:stored] = before.entries
-        self._totals = list(before.totals)
-        self._done = stored
-        self._seen_before = before.seen
-        self.chain = before.keys
-        self._notes = list(before.notes)
-        self._scan = before.scan
-        self.resumed = before
-        return True
-
-    def scanned(self, end: int) -> tuple[Sequence[int], Sequence[int]]:
-        """The indexes, among the first `end` messages read, of the instructions (`is_instruction`)
-        and of the messages that may hold an earlier pass's note (`may_hold_note`): what assembling a
-        cut request keeps and looks into among the dropped ones (`_snip.assemble`). Those of the
-        messages the previous request scanned are taken from it."""
-        scanned, instructions, holders = self._scan
-        if scanned < end:
-            source = self._source
-            instructions = [*instructions, *(i for i in range(scanned, end) if is_instruction(source[i]))]
-            holders = [*holders, *(i for i in range(scanned, end) if may_hold_note(source[i]))]
-            scanned = end
-            self._scan = (scanned, instructions, holders)
-        if scanned == end:
-            return instructions, holders
-        return instructions[: bisect_left(instructions, end)], holders[: bisect_left(holders, end)]
-
-    def noted(self, cut: int, anchor: int, room: int) -> Noted | None:
-        """The note the previous request wrote for the same `cut`, `anchor` and `room` (tokens), if
-        any: the same lines and turns, so the same note."""
-        key = (cut, anchor, room)
-        return next((note for at, note in self._notes if at == key), None)
-
-    def wrote(self, cut: int, anchor: int, room: int, note: Noted | None) -> None:
-        """Record the note written for `cut`, `anchor` and `room` (None: there were no lines)."""
-        key = (cut, anchor, room)
-        others = [(at, kept) for at, kept in self._notes if at != key]
-        self._notes = [(key, note if note is not None else Noted(-1, None)), *others][:_NOTES]
-
-    @property
-    def source(self) -> Sequence[Message]:
-        """The messages the lines are read from."""
-        return self._source
-
-    @property
-    def entries(self) -> _Lines:
-        """The lines of each unit (``entries[unit]``, ``entries[:cut]``)."""
-        return _Lines(self)
 
     def lines(self, unit: int) -> Sequence[Entry]:
         """The note's lines for `unit`."""
@@ -513,21 +419,16 @@ class TraceIndex:
                 self._read_calls()
             start, end = self._units[unit]
             found = self._entries[unit] = unit_entries(
-                self._source,
-                start,
-                end,
-                calls=self._calls,  # type: ignore[arg-type]
-                results=self._results,
+                self.source, start, end, calls=self._calls or {}, results=self._results
             )
         return found
 
     def _read_calls(self) -> None:
-        self._calls = self._calls_of(self._source)
-        for index, message in enumerate(self._source):
+        self._calls = self._calls_of(self.source)
+        for message in self.source:
             ident = message.get("tool_call_id") if message.get("role") == "tool" else None
             if isinstance(ident, str) and ident not in self._results:
                 self._results[ident] = message
-                self._result_at[ident] = index
 
     def _kept_cost(self, unit: int) -> int:
         """What the lines of a kept anchor `unit` cost that the note needs no new room for: the
@@ -537,24 +438,22 @@ class TraceIndex:
         if found is None:
             lines = self.lines(unit)
             found = self._kept[unit] = sum(
-                self.counter.short(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" or e.carried
+                self.counter.text(e.text) + _LINE_OVERHEAD for e in lines if e.kind == "user" or e.carried
             )
         return found
 
     def estimate(self, cut: int, anchor: int) -> int:
-        """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none)
-        kept."""
-        while self._done < cut:
+        """Tokens of the note when units before `cut` are cut, `anchor` (a user unit, -1: none) kept."""
+        while len(self._totals) < cut:
             running = self._totals[-1] if self._totals else 0
-            for entry in self.lines(self._done):
-                if entry.key is not None and (entry.key in self._seen or entry.key in self._seen_before):
+            for entry in self.lines(len(self._totals)):
+                if entry.key is not None and entry.key in self._seen:
                     running += 3  # a repeat adds its count to an existing line
                     continue
                 if entry.key is not None:
                     self._seen.add(entry.key)
-                running += self.counter.short(entry.text) + _LINE_OVERHEAD
+                running += self.counter.text(entry.text) + _LINE_OVERHEAD
             self._totals.append(running)
-            self._done += 1
         total = self._totals[cut - 1] if cut else 0
         if total == 0:
             return 0
@@ -578,80 +477,6 @@ class TraceIndex:
                 turns += earlier.turns if earlier is not None else 0
         return turns
 
-    def walk(self, mark: int) -> TraceWalk | None:
-        """What the next request of the conversation may take from this one: the lines of the first
-        units read here, up to the first that ends after message `mark` (the next request may not
-        share those) or whose lines could change with what follows — a call whose result is not
-        before `mark`, or whose id another call reuses. None where nothing is kept."""
-        before = self.resumed
-        units, entries = self._units, self._entries
-        stored = len(before.units) if before is not None else 0
-        known: frozenset[str] = before.ids if before is not None else frozenset()
-        count = stored
-        ids: set[str] = set()  # those the lines of the units added name
-        added: list[Sequence[Entry]] = []
-        while count < min(self._done, len(units)) and units[count][1] <= mark:
-            found = entries[count]
-            if found is None:
-                break
-            named = _named(self._source[slice(*units[count])])
-            if not (known.isdisjoint(named) and ids.isdisjoint(named)) or any(
-                self._result_at.get(ident, mark) >= mark for ident in named
-            ):
-                break
-            ids.update(named)
-            added.append(found)
-            count += 1
-        if count == 0:
-            return None
-        if count > stored and not ids.isdisjoint(_named(self._source[units[count - 1][1] :])):
-            return before  # a later call reuses an id the new lines name
-        chain = self.chain if self.chain is not None and self.chain.units <= count else None
-        if chain is None and before is not None:
-            chain = before.keys
-        # A note is kept where every unit before its cut is (it was written from their lines alone).
-        notes = tuple(found for found in self._notes if found[0][0] <= count)
-        scan = self._kept_scan(units[count - 1][1])
-        if count == stored and before is not None:
-            if chain is before.keys and notes == before.notes and scan is before.scan:
-                return before
-            return TraceWalk(before.units, before.entries, before.totals, before.seen, before.ids, chain, notes, scan)
-        seen = {entry.key for found in added for entry in found if entry.key is not None}
-        return TraceWalk(
-            tuple(units[:count]),
-            (*(before.entries if before is not None else ()), *map(tuple, added)),
-            tuple(self._totals[:count]),
-            (before.seen if before is not None else frozenset()) | seen,
-            known | ids,
-            chain,
-            notes,
-            scan,
-        )
-
-    def _kept_scan(self, end: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-        """`scanned` of at most the first `end` messages (those the next request shares), to keep."""
-        before = self.resumed.scan if self.resumed is not None else (0, (), ())
-        scanned, instructions, holders = self._scan
-        if scanned <= before[0] or before[0] >= end:
-            return before if before[0] <= end else (0, (), ())
-        if scanned > end:
-            instructions = instructions[: bisect_left(instructions, end)]
-            holders = holders[: bisect_left(holders, end)]
-            scanned = end
-        return scanned, tuple(instructions), tuple(holders)
-
-
-def _named(messages: Sequence[Message]) -> set[str]:
-    """The ids of the calls `messages` make."""
-    found: set[str] = set()
-    for message in messages:
-        if message.get("role") == "assistant":
-            for call in tool_calls(message):
-                ident = call_id(call)
-                if ident is not None:
-                    found.add(ident)
-    return found
-
 
 def render_summary(summary: str, covered: int, *, total: int | None = None) -> str:
     """The text standing for cut turns when a summary model has written the summary of the first
@@ -663,18 +488,3 @@ def render_summary(summary: str, covered: int, *, total: int | None = None) -> s
         f"{SUMMARY_START} {total} earlier {noun} cut to fit the context window. "
         f"A summary of {which}:\n{summary.strip()}]"
     )
-
-
-class _Lines:
-    """``TraceIndex.entries`` as a sequence: each unit's lines, read on first need."""
-
-    def __init__(self, index: TraceIndex) -> None:
-        self._index = index
-
-    def __getitem__(self, key: int | slice) -> Any:
-        if isinstance(key, slice):
-            return [self._index.lines(unit) for unit in range(*key.indices(len(self._index._units)))]
-        return self._index.lines(key)
-
-    def __len__(self) -> int:
-        return len(self._index._units)

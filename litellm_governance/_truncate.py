@@ -16,16 +16,16 @@ short result next to a huge one stays whole. Deterministic: the same request is 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ._context import Context, StepResult
+from ._context import Context, Fate, StepResult
 from ._messages import Message
 from ._microcompact import newest_results
 from ._snip import Layout
+from ._steps import TRUNCATED
 
-__all__ = ["MIN_KEPT_TOKENS", "TruncateNewest", "truncate_text"]
+__all__ = ["MIN_KEPT_TOKENS", "truncate_newest", "truncate_text"]
 
 #: A truncated result keeps at least about this many tokens of its own text; one within half as
 #: much again of it is left as it is (so a second pass finds nothing more to cut).
@@ -134,59 +134,52 @@ def _cut(message: Message, keep_chars: int) -> Message:
     return {**message, "content": new_parts}
 
 
-class TruncateNewest:
-    name = "truncate_newest"
+def truncate_newest(messages: list[Message], ctx: Context) -> StepResult:
+    """Cut the newest exchange's results down until the request fits (or they are as small as they
+    go); called only when shrinking left the request over budget."""
+    if ctx.budget is None:
+        return StepResult(messages)
+    found = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
+    newest = sorted(i for i in found if _longest(messages[i].get("content")))
+    if not newest:
+        return StepResult(messages, over_budget=True)
+    layout = Layout.of(messages, ctx)
+    cost = layout.cost_function(messages, ctx)
+    # A little below the room: the role rules' overheads are estimates, and a governed request
+    # must fit when governed again (idempotence).
+    room = ctx.budget - layout.fixed - 8 - (ctx.budget - layout.fixed) // 100
 
-    def __call__(self, messages: list[Message], ctx: Context) -> StepResult:
-        """Cut the newest exchange's results down until the request fits (or they are as small as
-        they go); called only when shrinking left the request over budget."""
-        if ctx.budget is None:
-            return StepResult(messages)
-        found = newest_results(
-            messages,
-            drops_trailing=ctx.drops_trailing_assistant(),
-            ends_turns=ctx.ends_turns,
-        )
-        newest = sorted(i for i in found if _longest(messages[i].get("content")))
-        if not newest:
-            return StepResult(messages, over_budget=True)
-        layout = Layout.of(messages, ctx)
-        cost = layout.cost_function(messages, ctx)
-        # A little below the room: the role rules' overheads are estimates, and a governed request
-        # must fit when governed again (idempotence).
-        room = ctx.budget - layout.fixed - 8 - (ctx.budget - layout.fixed) // 100
+    def total(current: list[Message]) -> int:
+        return cost(0, sum(ctx.tokens(current[i]) for start, end in layout.units for i in range(start, end)))
 
-        def total(current: list[Message]) -> int:
-            return cost(0, sum(ctx.tokens(current[i]) for start, end in layout.units for i in range(start, end)))
-
-        need = total(messages) - room
-        if need <= 0:
-            return StepResult(messages, over_budget=True)
-        # Sizes in tokens of each result's own text (a marker from an earlier cut aside).
-        sizes: dict[int, int] = {}
-        chars: dict[int, int] = {}
-        for i in newest:
-            text = _longest(messages[i].get("content"))
-            chars[i] = _visible_chars(text)
-            sizes[i] = max(1, ctx.tokens(messages[i]) * chars[i] // max(1, len(text)))
-        cuttable = {i: size for i, size in sizes.items() if size > MIN_KEPT_TOKENS * _FLOOR_SLACK}
-        out = messages
-        for _attempt in range(_ATTEMPTS):
-            cap = _water_level(cuttable, need)
-            if cap is None:
-                break
-            out = list(messages)  # always cut from what the client sent: one marker each
-            for i in cuttable:
-                if sizes[i] > cap:
-                    out[i] = _cut(messages[i], cap * chars[i] // sizes[i])
-            shortfall = total(out) - room
-            if shortfall <= 0:
-                break
-            need += shortfall  # characters per token were not what the estimate said: ask for more
-        cut = sum(1 for i in newest if out[i] is not messages[i])
-        if not cut:
-            return StepResult(messages, over_budget=True)
-        return StepResult(out, Counter(truncated=cut), over_budget=total(out) > room)
+    need = total(messages) - room
+    if need <= 0:
+        return StepResult(messages, over_budget=True)
+    # Sizes in tokens of each result's own text (a marker from an earlier cut aside).
+    sizes: dict[int, int] = {}
+    chars: dict[int, int] = {}
+    for i in newest:
+        text = _longest(messages[i].get("content"))
+        chars[i] = _visible_chars(text)
+        sizes[i] = max(1, ctx.tokens(messages[i]) * chars[i] // max(1, len(text)))
+    cuttable = {i: size for i, size in sizes.items() if size > MIN_KEPT_TOKENS * _FLOOR_SLACK}
+    out = messages
+    for _attempt in range(_ATTEMPTS):
+        cap = _water_level(cuttable, need)
+        if cap is None:
+            break
+        out = list(messages)  # always cut from what the client sent: one marker each
+        for i in cuttable:
+            if sizes[i] > cap:
+                out[i] = _cut(messages[i], cap * chars[i] // sizes[i])
+        shortfall = total(out) - room
+        if shortfall <= 0:
+            break
+        need += shortfall  # characters per token were not what the estimate said: ask for more
+    fates = tuple(Fate(TRUNCATED, out[i]) for i in newest if out[i] is not messages[i])
+    if not fates:
+        return StepResult(messages, over_budget=True)
+    return StepResult(out, fates, over_budget=total(out) > room)
 
 
 def _water_level(sizes: Mapping[int, int], need: int) -> int | None:

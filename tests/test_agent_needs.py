@@ -961,12 +961,12 @@ def test_responses_backfilled_output_comes_right_after_its_calls() -> None:
     assert out.input[4] is items[3] and out.input[5] is items[4]
 
 
-def test_a_run_regrouped_around_its_outputs_is_governed_as_it_reads() -> None:
+def test_a_run_split_by_reasoning_reads_as_two_turns_and_governs_in_one_pass() -> None:
     """Found by the Responses property: one assistant run holds two groups of calls (a reasoning item
-    between them) and a repeated call id; the output answers the first group's call. Rendering puts
-    it right after that group, so read again the run is two turns and the output no longer belongs
-    to the newest one: a second pass compacted it. `run` now governs the regrouped output once more,
-    so the first pass gives what a second leaves alone, and the report says so."""
+    between them) and a repeated call id; the output answers the second group's call. A turn ends
+    with its group of calls, so the run reads as the two turns it renders as: the first group's calls
+    get their outputs right after them, the newest exchange keeps its output whole, and governing the
+    output again changes nothing (it once took a second pass, and compacted the newest output)."""
     shell = {"type": "function_call", "call_id": "c2", "name": "shell", "arguments": '{"command":["ls"]}'}
     items = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix"}]},
@@ -982,15 +982,11 @@ def test_a_run_regrouped_around_its_outputs_is_governed_as_it_reads() -> None:
     out = govern_responses(items, model=GPT, config=config)
     again = govern_responses(out.input, model=GPT, instructions=out.instructions, config=config)
     assert again.input == out.input and not again.report.changed
-    assert out.report.steps.get("compacted") == 1  # the shell output, no longer the newest exchange
-    assert "regrouped" in " ".join(out.report.notes)
+    assert out.report.steps == {"backfilled": 2}  # the first group's two calls, answered right after them
+    assert out.input[-1] is items[-1]  # the newest exchange's output, whole
     kinds = [(i.get("type"), i.get("call_id")) for i in out.input]
-    assert (
-        kinds.index(("function_call", "c2"))
-        < kinds.index(("function_call_output", "c2"))
-        < kinds.index(("reasoning", None))
-    )
-    explained = explain({"model": GPT, "input": items}, model=GPT, config=config)  # (its story: the first pass)
+    assert kinds.index(("function_call_output", "c2")) < kinds.index(("reasoning", None))
+    explained = explain({"model": GPT, "input": items}, model=GPT, config=config)
     assert explained.request["input"] == out.input
 
 

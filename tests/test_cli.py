@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from litellm_governance.__main__ import main
+from litellm_governance._steps import describe
 
 from .builders import assistant, calling, result, system, user
 
@@ -197,7 +198,7 @@ def test_the_table_labels_its_columns(tmp_path: Path, capsys: pytest.CaptureFixt
     legend = "\n".join(lines)
     assert "#: position in the request" in legend and "to #: its position in the governed request" in legend
     orphan = next(line for line in lines if "orphans_dropped" in line and "messages[4]" in line)
-    assert orphan.endswith("result for no earlier tool call")
+    assert orphan.endswith(describe("orphans_dropped"))
     assert all(line == line.rstrip() for line in lines)
 
 

@@ -312,19 +312,20 @@ class TestOneScanPerRequest:
     ) -> None:
         """A body longer than `passes.OFF_LOOP_BYTES` is governed in a worker thread, whatever its history
         holds (a body has 1.4-2.4 bytes for each character of its history's texts: twice `OFF_LOOP_CHARS`)."""
-        from litellm_governance.integration import passes
-
         threads: list[bool] = []
-        paused = passes._paused
+        to_thread = asyncio.to_thread
 
-        def recording(run: Any) -> Any:
-            threads.append(threading.current_thread() is not threading.main_thread())
-            return paused(run)
+        def recording(function: Any, *args: Any, **kwargs: Any) -> Any:
+            def run() -> Any:
+                threads.append(threading.current_thread() is not threading.main_thread())
+                return function(*args, **kwargs)
 
-        monkeypatch.setattr(passes, "_paused", recording)
+            return to_thread(run)
+
+        monkeypatch.setattr(asyncio, "to_thread", recording)
         body = BODIES["chat"](make_session(8, seed=0))
         self._both_hooks(body, monkeypatch, call_type="acompletion", headers={"content-length": length})
-        assert threads == [off_loop]
+        assert threads == ([True] if off_loop else [])
 
     def test_compaction_the_pre_call_pass_left_is_replaced_by_the_deployment_hook(
         self, monkeypatch: pytest.MonkeyPatch

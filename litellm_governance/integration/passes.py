@@ -16,7 +16,6 @@ from .._errors import ConfigError, InvalidRequestError
 from .._models import Deployment, resolve_model
 from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request, max_output_tokens
-from .collector import collector_paused
 from .failures import Failures
 from .fields import HISTORY, HistoryFacts, call_id_of, metadata_key
 from .learning import Learning, Ratio
@@ -283,11 +282,5 @@ async def _govern(
         ratio_source=ratio.source if ratio is not None else None,
         summaries=summaries,
     )
-    # Big requests are governed off the event loop, so other requests are not held up; with the
-    # cyclic collector held off either way (`collector`: a pass makes no cycles).
-    return await asyncio.to_thread(_paused, run) if big else _paused(run)
-
-
-def _paused(run: Callable[[], GovernedRequest]) -> GovernedRequest:
-    with collector_paused():
-        return run()
+    # Big requests are governed off the event loop, so other requests are not held up.
+    return await asyncio.to_thread(run) if big else run()

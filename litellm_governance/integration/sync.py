@@ -8,7 +8,6 @@ from typing import Any
 from .._config import GovernanceConfig
 from .._models import import_litellm
 from .._request import govern_request
-from .collector import collector_paused
 from .hook import GovernanceHook
 from .reporting import log_report
 
@@ -23,8 +22,7 @@ def completion(*, config: GovernanceConfig | None = None, **kwargs: Any) -> Any:
     chosen = config if config is not None else registered_config(litellm)
     if chosen is not None and not chosen.enabled:
         return litellm.completion(**kwargs)
-    with collector_paused():  # a pass makes no cycles (`collector`)
-        governed = govern_request(kwargs, format="chat", config=chosen)
+    governed = govern_request(kwargs, format="chat", config=chosen)
     log_report(governed.report, "sync")
     return litellm.completion(**governed.request)
 

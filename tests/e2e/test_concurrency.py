@@ -18,7 +18,7 @@ import pytest
 
 from bench.sessions import make_session
 from litellm_governance import GovernanceConfig, govern
-from litellm_governance._pipeline import token_cache
+from litellm_governance._tokens import token_cache
 from litellm_governance.testing import RecordingUpstream
 
 from ..validity import problems
@@ -184,7 +184,6 @@ class TestTokenCacheUnderThreads:
 
         assert 0 < peak <= CACHE_SIZE
         assert len(cache) <= CACHE_SIZE
-        assert cache.hits > 0 and cache.misses > 0
         for i, result in concurrent:
             assert result.messages == sequential[i].messages, f"conversation {i}"
             assert result.report == sequential[i].report, f"conversation {i}"
