@@ -43,6 +43,7 @@ class AnthropicOutline:
 
     format: Final = "anthropic"
     text_type: Final = "text"
+    owns_view: Final = True
 
     def __init__(self, messages: object, system: object = None) -> None:
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
@@ -71,7 +72,7 @@ class AnthropicOutline:
                     f"got {type(message).__name__}"
                 )
             read.append(_read(message))
-        newest = newest_compaction(self.messages, "anthropic") if any(r[2] for r in read) else None
+        newest = newest_compaction(self.messages, "block") if any(r[2] for r in read) else None
         #: The messages before the newest compaction's turn: what the provider does not read.
         self.dead: list[Any] = self.messages[: newest[0]] if newest is not None else []
         for index in range(len(self.dead), len(self.messages)):

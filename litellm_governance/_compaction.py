@@ -20,7 +20,7 @@ context such a provider can read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "COMPACTION",
@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 COMPACTION: Final = "compaction"
+#: Where a format keeps its compactions (`_formats.FormatSpec.compaction`): a content block of a
+#: message (Anthropic), or an item of the input (Responses).
+Where: TypeAlias = Literal["block", "item"]
 
 
 def is_compaction(value: object) -> bool:
@@ -53,33 +56,30 @@ def compaction_summary(value: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _effective(value: object, format: str) -> bool:
+def _effective(value: object, where: Where) -> bool:
     """A compaction the provider acts on (an Anthropic block with null content is a no-op)."""
     if not is_compaction(value):
         return False
-    if format == "anthropic":
-        return isinstance(value, Mapping) and value.get("content") is not None
-    return True
+    return where == "item" or (isinstance(value, Mapping) and value.get("content") is not None)
 
 
-def newest_compaction(history: Sequence[Any], format: str) -> tuple[int, int] | None:
+def newest_compaction(history: Sequence[Any], where: Where) -> tuple[int, int] | None:
     """Where the newest effective compaction is: ``(message, block)`` in an Anthropic ``messages``
     list, ``(item, -1)`` in a Responses ``input`` list; None when there is none."""
     for index in range(len(history) - 1, -1, -1):
         entry = history[index]
-        if format == "responses":
-            if _effective(entry, format):
+        if where == "item":
+            if _effective(entry, where):
                 return index, -1
             continue
-        content = entry.get("content") if isinstance(entry, Mapping) else None
-        if isinstance(content, list):
-            for block in range(len(content) - 1, -1, -1):
-                if _effective(content[block], format):
-                    return index, block
+        content = _blocks(entry.get("content") if isinstance(entry, Mapping) else None)
+        for block in range(len(content) - 1, -1, -1):
+            if _effective(content[block], where):
+                return index, block
     return None
 
 
-def without_compaction(history: Sequence[Any], format: str) -> list[Any] | None:
+def without_compaction(history: Sequence[Any], where: Where) -> list[Any] | None:
     """The history for a provider that knows no compaction: from the newest effective compaction
     on, the compaction replaced by its summary as text (Anthropic: a ``text`` block in its turn;
     Responses: an assistant message), other compaction blocks or items removed; None when the
@@ -90,10 +90,8 @@ def without_compaction(history: Sequence[Any], format: str) -> list[Any] | None:
         for entry in history
     ):
         return None
-    newest = newest_compaction(history, format)
-    if format == "responses":
-        return _responses(history, newest)
-    return _anthropic(history, newest)
+    newest = newest_compaction(history, where)
+    return _responses(history, newest) if where == "item" else _anthropic(history, newest)
 
 
 def _blocks(content: object) -> list[Any]:

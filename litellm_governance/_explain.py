@@ -55,8 +55,10 @@ def explain(
     fmt = detect_format(request) if format is None else format
     parsed = spec(fmt).read(request)
     outline = parsed.outline
-    # Tag each message with its index: copies of the client's own dicts (chat), the outline's own in place.
-    outline.view = [{**m, TRACE: (i,)} for i, m in enumerate(outline.view)] if fmt == "chat" else outline.view
+    # Tag each message with its index: the outline's own dicts in place (rendering finds them), copies
+    # of the client's own.
+    if not outline.owns_view:
+        outline.view = [dict(m) for m in outline.view]
     for i, message in enumerate(outline.view):
         message[TRACE] = (i,)
     originals = list(outline.view)

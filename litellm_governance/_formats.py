@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from ._anthropic import AnthropicOutline
+from ._compaction import Where
 from ._errors import InvalidRequestError
 from ._messages import Message, validate_messages
 from ._responses import ResponsesOutline
+from ._thinking import Shape
 
 __all__ = [
     "FORMATS",
@@ -59,6 +61,12 @@ class Outline(Protocol):
 
     #: How many messages (or input items) the client sent.
     count: int
+
+    @property
+    def owns_view(self) -> bool:
+        """The view's messages are the outline's own dicts (False: the client's, never to be written to)."""
+        ...
+
     #: The request as chat-shaped messages (see `_messages`).
     view: list[Message]
 
@@ -77,6 +85,7 @@ class ChatOutline:
 
     format = "chat"
     text_type = "text"
+    owns_view = False
 
     def __init__(self, messages: object) -> None:
         self.view = validate_messages(messages)
@@ -127,6 +136,17 @@ class FormatSpec:
     reader: Callable[[Mapping[str, Any]], Outline]
     #: Its assistant messages carry chat's ``reasoning_content`` (thinking-mode providers want it back).
     reasoning_field: bool = False
+    #: Where a compaction is (`_compaction`): a content ``block`` (Anthropic), an input ``item``
+    #: (Responses), or nowhere.
+    compaction: Where | None = None
+    #: LiteLLM's ``ProviderConfigManager`` method giving a provider's native config for the route: where
+    #: it gives none, LiteLLM translates the call (None: LiteLLM calls every provider in this format).
+    litellm_config: str | None = None
+    #: The body may ask for Anthropic's server-side context editing (``context_management.edits``).
+    context_edits: bool = False
+    #: How its assistant turns carry thinking (`_thinking`): leading content ``blocks`` or LiteLLM's
+    #: chat ``fields``; None: no thinking the provider checks.
+    thinking: Shape | None = None
 
     def max_output_tokens(self, request: Mapping[str, Any]) -> int | None:
         """The output tokens a request asks for (what the provider reserves next to the prompt)."""
@@ -152,6 +172,7 @@ FORMATS: Final[Mapping[Format, FormatSpec]] = {
         call_types=frozenset({"completion", "acompletion"}),
         reader=lambda body: ChatOutline(_plain(body.get("messages"))),
         reasoning_field=True,
+        thinking="fields",
     ),
     "anthropic": FormatSpec(
         name="anthropic",
@@ -162,6 +183,10 @@ FORMATS: Final[Mapping[Format, FormatSpec]] = {
         metadata="litellm_metadata",
         call_types=frozenset({"anthropic_messages", "aanthropic_messages"}),
         reader=lambda body: AnthropicOutline(_plain(body.get("messages")), body.get("system")),
+        compaction="block",
+        litellm_config="get_provider_anthropic_messages_config",
+        thinking="blocks",
+        context_edits=True,
     ),
     "responses": FormatSpec(
         name="responses",
@@ -174,6 +199,8 @@ FORMATS: Final[Mapping[Format, FormatSpec]] = {
         reader=lambda body: ResponsesOutline(
             _plain(body.get("input")), body.get("instructions"), body.get("previous_response_id")
         ),
+        compaction="item",
+        litellm_config="get_provider_responses_api_config",
     ),
 }
 #: The format names, in their usual order.

@@ -74,7 +74,7 @@ def govern_request(
     report = outcome.report
     history = outcome.fields.get(chosen.history)
     thinking = (
-        lost_thinking_fields(request, history, chosen.name)
+        lost_thinking_fields(request, history, chosen.thinking)
         if outcome.context.profile.thinking_leads_tool_turn and isinstance(history, list)
         else ()
     )

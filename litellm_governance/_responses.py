@@ -80,6 +80,7 @@ class ResponsesOutline:
 
     format: Final = "responses"
     text_type: Final = "input_text"
+    owns_view: Final = True
 
     def __init__(self, items: object, instructions: object = None, previous_response_id: object = None) -> None:
         self.items = items
@@ -106,7 +107,7 @@ class ResponsesOutline:
                     f"input[{index}] must be an item dict like {{'role': 'user', 'content': '...'}}, "
                     f"got {type(item).__name__}"
                 )
-        newest = newest_compaction(items, "responses") if any(i.get("type") == COMPACTION for i in items) else None
+        newest = newest_compaction(items, "item") if any(i.get("type") == COMPACTION for i in items) else None
         #: The items before the newest compaction: what the provider no longer needs.
         self.dead = list(items[: newest[0]]) if newest is not None else []
         self._read(items, len(self.dead), opener=newest is not None)

@@ -14,7 +14,7 @@ never touched.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 __all__ = ["THINKING_OFF_NOTE", "lost_thinking_fields"]
 
@@ -26,12 +26,18 @@ THINKING_OFF_NOTE: Final = (
 )
 
 
-def _thinking_on(request: Mapping[str, Any], format: str) -> bool:
+#: How a format carries thinking (`_formats.FormatSpec.thinking`): as the assistant turn's leading
+#: content ``blocks`` (Anthropic), or as ``fields`` LiteLLM adds to a chat message (``thinking_blocks``;
+#: turned on by ``thinking`` or ``reasoning_effort``).
+Shape: TypeAlias = Literal["blocks", "fields"]
+
+
+def _thinking_on(request: Mapping[str, Any], shape: Shape) -> bool:
     thinking = request.get("thinking")
     if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
         return True
     effort = request.get("reasoning_effort")
-    return format == "chat" and isinstance(effort, str) and effort not in ("none", "disable")
+    return shape == "fields" and isinstance(effort, str) and effort not in ("none", "disable")
 
 
 def _blocks(message: Mapping[str, Any], key: str) -> list[Any]:
@@ -39,11 +45,11 @@ def _blocks(message: Mapping[str, Any], key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _open_loop_turn(history: Sequence[Any], format: str) -> Mapping[str, Any] | None:
+def _open_loop_turn(history: Sequence[Any], shape: Shape) -> Mapping[str, Any] | None:
     """The last assistant turn when the history ends with its tool results, else None."""
     if not history or not isinstance(history[-1], Mapping):
         return None
-    if format == "anthropic":
+    if shape == "blocks":
         last = history[-1]
         answers = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in _blocks(last, "content"))
         turn = history[-2] if len(history) > 1 else None
@@ -60,21 +66,21 @@ def _open_loop_turn(history: Sequence[Any], format: str) -> Mapping[str, Any] | 
     return turn if isinstance(turn, Mapping) and turn.get("role") == "assistant" and turn.get("tool_calls") else None
 
 
-def _leads_with_thinking(turn: Mapping[str, Any], format: str) -> bool:
-    if format == "anthropic":
+def _leads_with_thinking(turn: Mapping[str, Any], shape: Shape) -> bool:
+    if shape == "blocks":
         blocks = _blocks(turn, "content")
         return bool(blocks) and isinstance(blocks[0], Mapping) and blocks[0].get("type") in _THINKING_BLOCKS
     # Chat (LiteLLM's shape): the thinking blocks LiteLLM sends back come from `thinking_blocks`.
     return any(isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS for b in _blocks(turn, "thinking_blocks"))
 
 
-def lost_thinking_fields(request: Mapping[str, Any], history: Sequence[Any], format: str) -> tuple[str, ...]:
+def lost_thinking_fields(request: Mapping[str, Any], history: Sequence[Any], shape: Shape | None) -> tuple[str, ...]:
     """The request fields that turn thinking on (``thinking``; chat: ``reasoning_effort`` too), when
     the tool loop's last assistant turn in `history` lacks the thinking block it must start with;
-    () when thinking is off or the block is there."""
-    if format not in ("anthropic", "chat") or not _thinking_on(request, format):
+    () when thinking is off, the format carries none (`shape` None), or the block is there."""
+    if shape is None or not _thinking_on(request, shape):
         return ()
-    turn = _open_loop_turn(history, format)
-    if turn is None or _leads_with_thinking(turn, format):
+    turn = _open_loop_turn(history, shape)
+    if turn is None or _leads_with_thinking(turn, shape):
         return ()
     return tuple(key for key in ("thinking", "reasoning_effort") if key in request)

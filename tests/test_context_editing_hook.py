@@ -7,7 +7,6 @@ import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
-from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -190,26 +189,16 @@ def test_a_hook_the_operator_turned_off_does_nothing(
     hooked: RecordingUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``enabled: false`` makes the hook a no-op, as documented: the same call as above goes out with
-    its ``context_management`` left to LiteLLM (no tool result cleared by the plugin), and neither hook
-    so much as scans the history."""
-    from litellm_governance.integration import fields
-
-    scanned: list[object] = []
-    for module in (fields, context_editing):
-        monkeypatch.setattr(module, "scan_history", lambda history, fmt: scanned.append(history))
+    its ``context_management`` left to LiteLLM (no tool result cleared by the plugin)."""
     _edited_call_to_glm(hooked)
     sent = json.dumps(hooked.requests[-1].body)
     assert CLEARED_TOOL_RESULT not in sent and "OUT-2" in sent  # (LiteLLM 1.108 clears the others itself)
-    assert scanned == []
 
 
-class TestOneScanPerRequest:
-    """The proxy's two hooks need two facts of a history before governing it — its size (to govern a
-    big one off the event loop) and whether it holds compaction blocks — and get both from at most one
-    walk (`fields.scan_history`), which the deployment hook does not repeat on the history the pre-call
-    pass governed. In a proxy the size is the body's ``content-length`` and compaction is looked for only
-    where a deployment needs it replaced, so a request to deployments that compact natively is not
-    walked at all."""
+class TestBothHooks:
+    """The proxy's two hooks on one request: context editing before routing where no deployment of the
+    group has the feature, after routing for the deployment chosen; big histories governed off the
+    event loop."""
 
     COMPACTED = [
         {"role": "user", "content": "Fix the parser."},
@@ -225,42 +214,21 @@ class TestOneScanPerRequest:
         *,
         model: str = "zai/glm-4.6",
         call_type: str = "anthropic_messages",
-        headers: dict[str, str] | None = None,
         group: list[str] | None = None,
-    ) -> tuple[dict[str, Any], list[int]]:
-        """The pre-call hook, then the deployment hook on what it passed on (as a proxy runs them: the
-        client's `headers` in ``proxy_server_request``; the model group's deployments `group`, or none
-        the hook can see); the lengths of the histories scanned."""
-        from litellm_governance.integration import fields, hook, passes, routing
+    ) -> dict[str, Any]:
+        """The pre-call hook, then the deployment hook on what it passed on (as a proxy runs them; the
+        model group's deployments `group`, or none the hook can see)."""
+        from litellm_governance.integration import fields, routing
 
-        scanned: list[int] = []
-        scan = fields.scan_history
-
-        def counting(history: Any, fmt: Any) -> fields.HistoryScan:
-            scanned.append(len(history))
-            return scan(history, fmt)
-
-        for module in (fields, context_editing, hook, passes):  # (wherever a walk could be asked for)
-            monkeypatch.setattr(module, "scan_history", counting, raising=False)
         entries = [{"litellm_params": {"model": name}} for name in group or ()]
         for module in (context_editing, routing):
             monkeypatch.setattr(module, "proxy_deployments", lambda _: entries)
         metadata = METADATA[fields.format_of(call_type) or "chat"]
         governance = GovernanceHook()
         data = {**body, "model": model, metadata: {}}  # (a group named as its model)
-        if headers is not None:
-            data["proxy_server_request"] = {"headers": MappingProxyType(headers)}
         passed = asyncio.run(governance.async_pre_call_hook(None, None, data, call_type)) or data
         kwargs = {**passed, "model": model}
-        deployed = asyncio.run(governance.async_pre_call_deployment_hook(kwargs, call_type)) or kwargs
-        return deployed, scanned
-
-    def test_a_proxied_request_is_scanned_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Without it: the compaction check walked the history in each hook and the pass once more to size it."""
-        body = {"messages": tool_loop(40), "max_tokens": 1024}
-        deployed, scanned = self._both_hooks(body, monkeypatch)
-        assert scanned == [len(body["messages"])]
-        assert "result omitted from context" in json.dumps(deployed["messages"])  # governed (older results stubbed)
+        return asyncio.run(governance.async_pre_call_deployment_hook(kwargs, call_type)) or kwargs
 
     @pytest.mark.parametrize(
         ("model", "call_type", "fmt"),
@@ -270,48 +238,31 @@ class TestOneScanPerRequest:
             ("zai/glm-4.6", "acompletion", "chat"),
         ],
     )
-    def test_a_request_to_deployments_that_compact_natively_is_not_walked(
+    def test_a_request_to_native_deployments_is_governed_before_routing(
         self, model: str, call_type: str, fmt: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Claude Code to Anthropic, Codex to OpenAI, chat to anything: the body's length sizes it, and no
-        deployment needs a compaction block replaced (a chat history has none). Without it: one walk each."""
+        """Claude Code to Anthropic, Codex to OpenAI, chat to anything: governed before routing, and the
+        deployment hook, which sees the same history for the same target, stands aside."""
         body = BODIES[fmt](make_session(60, seed=0))
-        length = str(len(json.dumps(body)))
-        deployed, scanned = self._both_hooks(
-            body, monkeypatch, model=model, call_type=call_type, headers={"Content-Length": length}, group=[model]
-        )
-        assert scanned == []
+        deployed = self._both_hooks(body, monkeypatch, model=model, call_type=call_type, group=[model])
         report = deployed[METADATA[fmt]]["spend_logs_metadata"]["governance"]
-        assert report["stage"] == "pre_call" and report["format"] == fmt  # governed all the same, before routing
+        assert report["stage"] == "pre_call" and report["format"] == fmt
 
-    def test_compaction_is_looked_for_before_routing_where_no_deployment_has_it(
+    def test_compaction_is_replaced_before_routing_where_no_deployment_has_it(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A sized request to a group whose deployments have no compaction (GLM): the pre-call hook walks the
-        history as sent for its compaction blocks and replaces the block before routing (the edited, shorter
-        history is walked once more, to size it for the pass). Skipping the walk because the body's length
-        is known would send the block to GLM."""
+        """A request to a group whose deployments have no compaction (GLM): the pre-call hook replaces the
+        compaction block with its summary before routing, and nothing before it goes out."""
         body = {"messages": self.COMPACTED, "max_tokens": 1024}
-        headers = {"content-length": str(len(json.dumps(body)))}
-        deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=["zai/glm-4.6"])
-        assert len(scanned) == 2 and scanned[0] == len(self.COMPACTED) and scanned[1] < scanned[0]
-        sent = deployed["messages"]
+        sent = self._both_hooks(body, monkeypatch, group=["zai/glm-4.6"])["messages"]
         assert {"type": "text", "text": "The parser fails on empty input."} in sent[-2]["content"]  # the summary
         assert '"compaction"' not in json.dumps(sent) and "OUT-0" not in json.dumps(sent)  # nothing before it
 
-    def test_a_compressed_body_is_sized_by_its_history(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A gzip body's length is not the parsed body's: the history is walked to size it, as outside a proxy."""
-        body = BODIES["chat"](make_session(60, seed=0))
-        headers = {"content-length": "900", "content-encoding": "gzip"}
-        _, scanned = self._both_hooks(body, monkeypatch, call_type="acompletion", headers=headers)
-        assert scanned == [len(body["messages"])]
-
-    @pytest.mark.parametrize(("length", "off_loop"), [("1000001", True), ("1000000", False), ("6000", False)])
-    def test_the_declared_length_decides_what_is_governed_off_the_event_loop(
-        self, length: str, off_loop: bool, monkeypatch: pytest.MonkeyPatch
+    @pytest.mark.parametrize(("chars", "off_loop"), [(600_000, True), (6_000, False)])
+    def test_a_big_history_is_governed_off_the_event_loop(
+        self, chars: int, off_loop: bool, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A body longer than `passes.OFF_LOOP_BYTES` is governed in a worker thread, whatever its history
-        holds (a body has 1.4-2.4 bytes for each character of its history's texts: twice `OFF_LOOP_CHARS`)."""
+        """A history with more text than `passes.OFF_LOOP_CHARS` is governed in a worker thread."""
         threads: list[bool] = []
         to_thread = asyncio.to_thread
 
@@ -323,17 +274,16 @@ class TestOneScanPerRequest:
             return to_thread(run)
 
         monkeypatch.setattr(asyncio, "to_thread", recording)
-        body = BODIES["chat"](make_session(8, seed=0))
-        self._both_hooks(body, monkeypatch, call_type="acompletion", headers={"content-length": length})
+        body = {"messages": [{"role": "user", "content": "x " * (chars // 2)}], "max_tokens": 100}
+        self._both_hooks(body, monkeypatch, call_type="acompletion")
         assert threads == ([True] if off_loop else [])
 
     def test_compaction_the_pre_call_pass_left_is_replaced_by_the_deployment_hook(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A history holding a compaction block is scanned again after routing, and the block replaced for
+        """A history holding a compaction block is looked at again after routing, and the block replaced for
         the deployment that has no compaction (GLM: the summary as text, nothing before it)."""
-        deployed, scanned = self._both_hooks({"messages": self.COMPACTED, "max_tokens": 1024}, monkeypatch)
-        assert len(scanned) == 2
+        deployed = self._both_hooks({"messages": self.COMPACTED, "max_tokens": 1024}, monkeypatch)
         assert deployed["messages"][0] == {
             "role": "assistant",
             "content": [{"type": "text", "text": "The parser fails on empty input."}],
@@ -343,60 +293,33 @@ class TestOneScanPerRequest:
     def test_after_a_group_that_compacts_natively_the_deployment_checks_its_own(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The pre-call hook did not look for compaction (every deployment of the group has it), so the
+        """The pre-call hook replaced no compaction (every deployment of the group has it), so the
         deployment hook does, for a deployment that has not (a fallback elsewhere): the block replaced."""
         body = {"messages": self.COMPACTED, "max_tokens": 1024}
-        headers = {"content-length": str(len(json.dumps(body)))}
-        deployed, scanned = self._both_hooks(body, monkeypatch, headers=headers, group=["anthropic/claude-sonnet-4-5"])
-        assert scanned == [len(self.COMPACTED)]
+        deployed = self._both_hooks(body, monkeypatch, group=["anthropic/claude-sonnet-4-5"])
         assert deployed["messages"][0]["content"] == [{"type": "text", "text": "The parser fails on empty input."}]
 
 
-class TestDeclaredSize:
-    """`fields.declared_size`: the body's length from the client's headers, as LiteLLM keeps them."""
-
-    @pytest.mark.parametrize(
-        ("headers", "expected"),
-        [
-            ({"content-length": "1234"}, 1234),
-            ({"Content-Length": "1234", "Content-Encoding": "identity"}, 1234),
-            ({"content-length": "1234", "content-encoding": "gzip"}, None),
-            ({"content-length": "12a"}, None),
-            ({"content-length": "-5"}, None),
-            ({"transfer-encoding": "chunked"}, None),
-        ],
-    )
-    def test_headers(self, headers: dict[str, str], expected: int | None) -> None:
-        from litellm_governance.integration.fields import declared_size
-
-        assert declared_size({"proxy_server_request": {"headers": MappingProxyType(headers)}}) == expected
-
-    @pytest.mark.parametrize("data", [{}, {"proxy_server_request": None}, {"proxy_server_request": {"headers": None}}])
-    def test_outside_a_proxy(self, data: dict[str, Any]) -> None:
-        from litellm_governance.integration.fields import declared_size
-
-        assert declared_size(data) is None
-
-
-class TestScanHistory:
+class TestHistoryFacts:
     def test_size_and_compaction_per_format(self) -> None:
-        from litellm_governance.integration.fields import HistoryScan, scan_history
+        from litellm_governance.integration.fields import history_chars, holds_compaction
 
         blocks = [{"type": "text", "text": "abc"}, {"type": "tool_result", "content": "de"}, {"type": "compaction"}]
-        assert scan_history([{"role": "user", "content": blocks}], "anthropic") == HistoryScan(5, True)
+        assert history_chars([{"role": "user", "content": blocks}]) == 5
+        assert holds_compaction([{"role": "user", "content": blocks}], "anthropic")
         items = [{"type": "function_call_output", "output": "xyz"}, {"type": "compaction", "encrypted_content": "e"}]
-        assert scan_history(items, "responses") == HistoryScan(3, True)
+        assert history_chars(items) == 3 and holds_compaction(items, "responses")
         # a compaction *block* inside a Responses message item is no compaction item
-        assert scan_history([{"type": "message", "content": blocks}], "responses") == HistoryScan(5, False)
-        assert scan_history("hello", "responses") == HistoryScan(5, False)
-        assert scan_history(None, "chat") == HistoryScan(0, False)
+        assert not holds_compaction([{"type": "message", "content": blocks}], "responses")
+        assert history_chars("hello") == 5 and not holds_compaction("hello", "responses")
+        assert history_chars(None) == 0 and not holds_compaction(None, "chat")
 
     def test_odd_values_are_not_sized(self) -> None:
         """A block whose text is a number made the size estimate raise (the pass then failed open, ungoverned)."""
-        from litellm_governance.integration.fields import HistoryScan, scan_history
+        from litellm_governance.integration.fields import history_chars, holds_compaction
 
         odd = [{"role": "user", "content": [{"type": "text", "text": 5}, "bare", None]}, "not a message", 7]
-        assert scan_history(odd, "anthropic") == HistoryScan(0, False)
+        assert history_chars(odd) == 0 and not holds_compaction(odd, "anthropic")
 
     def test_a_request_with_an_odd_block_is_governed_not_skipped(self) -> None:
         """Before one walk sized the history, `len(5)` raised in the hook and the pass failed open:

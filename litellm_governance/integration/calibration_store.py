@@ -3,8 +3,7 @@
 
 Calibration itself (what is learned from an answer or a rejection) is pure, in `_calibration`. This
 module keeps it per process and, where the proxy has Redis, shares it through LiteLLM's own cache
-layer (`shared_cache`) with every worker and instance. The same store keeps the translation factors
-(`translation`), under a `Kind` of their own. Nothing here waits on Redis for long or lets
+layer (`shared_cache`) with every worker and instance. Nothing here waits on Redis for long or lets
 a Redis failure reach a request. It reads LiteLLM's proxy objects (never imports them); what the
 hook learns and when is in `learning`.
 """
@@ -25,15 +24,7 @@ from .. import _calibration
 from .._calibration import Calibration
 from .logonce import LogOnce
 
-__all__ = [
-    "CALIBRATION",
-    "CALIBRATION_KEY_PREFIX",
-    "CalibrationStore",
-    "Kind",
-    "Sent",
-    "apply_in_order",
-    "shared_cache",
-]
+__all__ = ["CALIBRATION_KEY_PREFIX", "CalibrationStore", "Sent", "apply_in_order", "shared_cache"]
 
 logger = logging.getLogger("litellm_governance")
 
@@ -72,32 +63,15 @@ class Sent:
 
 
 class _Change(Protocol):
-    """News learned in one process: applied to a state, it gives the next one."""
+    """News learned in one process: applied to a deployment's `Calibration`, it gives the next one."""
 
-    def apply(self, state: Any) -> Any: ...
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a store keeps and shares: under which key prefix, and how its shared value is read
-    (`CALIBRATION`: the token ratios; `translation`: the translation factors). News is anything
-    with an ``apply(state)`` giving the next state (`apply_in_order`)."""
-
-    prefix: str
-    #: The state before anything is learned.
-    empty: Callable[[], Any]
-    #: The state a shared value holds (None: no value, or one of another version).
-    from_value: Callable[[object], Any]
+    def apply(self, state: Calibration) -> Calibration: ...
 
 
-#: Calibration's learned ratios (`_calibration.Calibration`), one per deployment.
-CALIBRATION: Final = Kind(prefix=CALIBRATION_KEY_PREFIX, empty=Calibration, from_value=Calibration.from_value)
-
-
-def apply_in_order(kind: Kind, state: Any, events: Iterable[_Change]) -> Any:
-    """`events` applied in order to `state` (None: nothing learned yet, `kind`'s empty state). How
-    one process's news is merged into the value others wrote to the shared cache."""
-    current = state if state is not None else kind.empty()
+def apply_in_order(state: Calibration | None, events: Iterable[_Change]) -> Calibration:
+    """`events` applied in order to `state` (None: nothing learned yet). How one process's news is
+    merged into the value others wrote to the shared cache."""
+    current = state if state is not None else Calibration()
     for event in events:
         current = event.apply(current)
     return current
@@ -108,7 +82,7 @@ class _Learned:
     """One key's state in this process: the best known, and the news this process has not yet
     written to the shared cache."""
 
-    state: Any = None
+    state: Calibration | None = None
     #: time.monotonic() of the last read of the shared cache (-inf: never).
     read_at: float = -math.inf
     pending: list[_Change] = field(default_factory=list)
@@ -161,11 +135,8 @@ class CalibrationStore:
     reaches a request: the process goes on with what it knows.
     """
 
-    def __init__(
-        self, shared: Callable[[], Any] = shared_cache, kind: Kind = CALIBRATION, kept: int = _CALIBRATION_DEPLOYMENTS
-    ) -> None:
+    def __init__(self, shared: Callable[[], Any] = shared_cache, kept: int = _CALIBRATION_DEPLOYMENTS) -> None:
         self._shared = shared
-        self._kind = kind
         self._kept = kept
         self._learned: dict[str, _Learned] = {}
         self._in_flight: OrderedDict[str, Sent] = OrderedDict()
@@ -192,9 +163,8 @@ class CalibrationStore:
 
     # ---- learned ratios ------------------------------------------------------------------------
 
-    async def lookup(self, key: str) -> Any:
-        """What is known about `key` (a deployment's `Calibration`, or the state of this store's
-        `Kind`; None: nothing yet)."""
+    async def lookup(self, key: str) -> Calibration | None:
+        """What is known about deployment `key` (None: nothing yet)."""
         entry = self._learned.get(key)
         cache = self._shared()
         if cache is None:
@@ -212,15 +182,15 @@ class CalibrationStore:
             self._spawn(self._refresh(key, cache), key)
         return entry.state
 
-    def known(self, key: str) -> Any:
+    def known(self, key: str) -> Calibration | None:
         """This process's copy of `key`'s state, as it is (None: nothing yet): no read of the shared cache."""
         entry = self._learned.get(key)
         return entry.state if entry is not None else None
 
-    def learn(self, key: str, event: _Change) -> Any:
+    def learn(self, key: str, event: _Change) -> Calibration:
         """Apply `event` to `key` now; share it in the background."""
         entry = self._entry(key)
-        entry.state = event.apply(entry.state if entry.state is not None else self._kind.empty())
+        entry.state = event.apply(entry.state if entry.state is not None else Calibration())
         if self._shared() is not None:
             entry.pending.append(event)
             del entry.pending[:-_CALIBRATION_PENDING]
@@ -254,9 +224,9 @@ class CalibrationStore:
             entry = self._learned.get(key)
             if ok and entry is not None:
                 # No value (or a foreign one): nothing learned yet, or the key was deleted to start over.
-                shared = self._kind.from_value(value)
+                shared = Calibration.from_value(value)
                 keep = shared is not None or entry.pending
-                entry.state = apply_in_order(self._kind, shared, entry.pending) if keep else None
+                entry.state = apply_in_order(shared, entry.pending) if keep else None
         finally:
             self._busy.discard(key)
         entry = self._learned.get(key)
@@ -276,11 +246,11 @@ class CalibrationStore:
                 ok, value = await self._read(cache, key)
                 if not ok:
                     return  # kept pending: sent with the next event
-                merged = apply_in_order(self._kind, self._kind.from_value(value), events)
+                merged = apply_in_order(Calibration.from_value(value), events)
                 if not await self._write(cache, key, merged.to_value()):
                     return
                 del entry.pending[: len(events)]
-                entry.state = apply_in_order(self._kind, merged, entry.pending)
+                entry.state = apply_in_order(merged, entry.pending)
                 entry.read_at = time.monotonic()
                 await asyncio.sleep(_CALIBRATION_WRITE_INTERVAL)
         finally:
@@ -289,7 +259,7 @@ class CalibrationStore:
     async def _read(self, cache: Any, key: str) -> tuple[bool, object]:
         """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
         try:
-            value = await asyncio.wait_for(cache.async_get_cache(self._kind.prefix + key), _CALIBRATION_TIMEOUT)
+            value = await asyncio.wait_for(cache.async_get_cache(CALIBRATION_KEY_PREFIX + key), _CALIBRATION_TIMEOUT)
             # LiteLLM's RedisCache answers None both for a missing key and when Redis failed (it logs
             # and swallows the error): only a live Redis makes "missing" true.
             ping = getattr(cache, "ping", None) if value is None else None
@@ -305,7 +275,7 @@ class CalibrationStore:
     async def _write(self, cache: Any, key: str, value: dict[str, object]) -> bool:
         try:
             await asyncio.wait_for(
-                cache.async_set_cache(self._kind.prefix + key, value, ttl=_CALIBRATION_TTL), _CALIBRATION_TIMEOUT
+                cache.async_set_cache(CALIBRATION_KEY_PREFIX + key, value, ttl=_CALIBRATION_TTL), _CALIBRATION_TIMEOUT
             )
         except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
             raise

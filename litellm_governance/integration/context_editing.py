@@ -53,10 +53,11 @@ from .._context_editing import (
     prompt_counter,
     requested_edits,
 )
+from .._formats import FORMATS
 from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
-from .fields import METADATA, call_id_of, scan_history
+from .fields import HISTORY, METADATA, call_id_of, holds_compaction
 from .logonce import LogOnce, where
 from .reporting import logger
 from .routing import proxy_deployments, translated_later
@@ -92,11 +93,17 @@ _by_call_lock = threading.Lock()
 
 def native_features(target: Deployment, fmt: Format, translated: bool) -> frozenset[str]:
     """What `target`'s provider does itself with a request in `fmt` (see the module docstring)."""
-    if fmt == "responses":
-        provider, _ = split_provider(target.model, target.provider)
-        return frozenset({COMPACT}) if provider in ("openai", "azure") and not translated else frozenset()
-    if translated:
-        return frozenset()
+    return frozenset() if translated else _NATIVE[fmt](target)
+
+
+def _responses_features(target: Deployment) -> frozenset[str]:
+    """OpenAI's and Azure's own Responses API compact; nothing else does."""
+    provider, _ = split_provider(target.model, target.provider)
+    return frozenset({COMPACT}) if provider in ("openai", "azure") else frozenset()
+
+
+def _messages_features(target: Deployment) -> frozenset[str]:
+    """What a deployment serving ``/v1/messages`` natively has (the module docstring's list)."""
     provider, bare = split_provider(target.model, target.provider)
     model = f"{target.model} {bare}".lower()
     if provider == "anthropic":
@@ -110,6 +117,14 @@ def native_features(target: Deployment, fmt: Format, translated: bool) -> frozen
     return frozenset()
 
 
+#: What a deployment does itself, per request format (chat has nothing to edit or compact).
+_NATIVE: Final[Mapping[Format, Callable[[Deployment], frozenset[str]]]] = {
+    "chat": lambda _: frozenset(),
+    "anthropic": _messages_features,
+    "responses": _responses_features,
+}
+
+
 def group_deployments(group: object, fmt: Format) -> list[tuple[Deployment, bool]]:
     """The proxy model group's deployments, each with whether LiteLLM translates `fmt` for it."""
     found = []
@@ -121,7 +136,7 @@ def group_deployments(group: object, fmt: Format) -> list[tuple[Deployment, bool
         info = entry.get("model_info")
         kwargs = {"model": params["model"], "custom_llm_provider": provider, "model_info": info}
         target = Deployment(params["model"], provider if isinstance(provider, str) else None, info)
-        found.append((target, fmt != "chat" and translated_later(fmt, kwargs)))
+        found.append((target, translated_later(fmt, kwargs)))
     return found
 
 
@@ -129,20 +144,15 @@ def prepare(
     request: dict[str, Any],
     fmt: Format,
     targets: Callable[[], Sequence[tuple[Deployment, bool]]],
-    *,
-    compaction: Callable[[], bool] | bool | None = None,
 ) -> dict[str, Any] | None:
     """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
-    context edits, replace compaction blocks or items. The changed request (a copy), or None.
-    `compaction` says whether the history holds compaction blocks or items, or how to find out
-    (`fields.HistoryFacts.compaction`: asked only when some target lacks compaction; None: looked
-    for here)."""
-    history_key = "input" if fmt == "responses" else "messages"
+    context edits, replace compaction blocks or items. The changed request (a copy), or None."""
+    history_key = HISTORY[fmt]
     history = request.get(history_key)
-    if fmt == "chat" or not isinstance(history, list):
+    if not isinstance(history, list):
         return None
-    edits = requested_edits(request.get("context_management")) if fmt == "anthropic" else []
-    if not edits and compaction is False:
+    edits = requested_edits(request.get("context_management")) if FORMATS[fmt].context_edits else []
+    if not edits and not holds_compaction(history, fmt):
         return None  # the common case, decided without asking LiteLLM anything
     try:
         deployments = list(targets())
@@ -151,8 +161,8 @@ def prepare(
         missing = set(_EVERYTHING)
         for target, translated in deployments:
             missing &= _EVERYTHING - native_features(target, fmt, translated)
-        if not edits and (COMPACT not in missing or not _holds_compaction(history, fmt, compaction)):
-            return None  # nothing to replace, or every target compacts itself: the history not looked at
+        if not edits and COMPACT not in missing:
+            return None  # every target compacts itself
         return _prepare(request, fmt, history_key, frozenset(missing), deployments[0][0])
     except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
         _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
@@ -169,12 +179,6 @@ def prepare(
     return None
 
 
-def _holds_compaction(history: list[Any], fmt: Format, compaction: Callable[[], bool] | bool | None) -> bool:
-    if compaction is None:
-        return scan_history(history, fmt).compaction
-    return compaction() if callable(compaction) else compaction
-
-
 def _prepare(
     request: dict[str, Any], fmt: Format, history_key: str, missing: frozenset[str], target: Deployment
 ) -> dict[str, Any] | None:
@@ -182,12 +186,14 @@ def _prepare(
     changed: dict[str, Any] = {}
     applied: tuple[dict[str, Any], ...] = ()
     if COMPACT in missing:
-        replaced = without_compaction(history, fmt)
+        place = FORMATS[fmt].compaction
+        replaced = without_compaction(history, place) if place is not None else None
         if replaced is not None:
             history = changed[history_key] = replaced
     spec = request.get("context_management")
     types = APPLIED_HERE & missing
-    if fmt == "anthropic" and isinstance(spec, Mapping) and any(e.get("type") in types for e in requested_edits(spec)):
+    asked = requested_edits(spec) if FORMATS[fmt].context_edits else []
+    if isinstance(spec, Mapping) and any(e.get("type") in types for e in asked):
         count = prompt_counter(
             target.model,
             system=request.get("system"),

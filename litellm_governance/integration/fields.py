@@ -1,35 +1,31 @@
-"""Where things live in LiteLLM's requests and settings: the format each call type carries, each
-format's history and metadata fields, and the key the plugin's options and overrides sit under."""
+"""Where the plugin's data sits in LiteLLM's requests and settings — the one module that knows: the
+format each call type carries, each format's history and metadata fields, where the report goes
+(``spend_logs_metadata``, which LiteLLM's standard logging payload keeps), and the key the plugin's
+options and per-request overrides sit under."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from .._formats import FORMATS, Format, spec_for_call_type
 
 __all__ = [
-    "FORMAT_OF_CALL",
     "HISTORY",
     "METADATA",
     "SETTINGS_KEY",
-    "HistoryFacts",
-    "HistoryScan",
     "call_id_of",
-    "declared_size",
+    "client_format",
     "format_of",
+    "history_chars",
+    "holds_compaction",
     "metadata_key",
-    "scan_history",
+    "spend_logs",
 ]
 
 #: The key in ``litellm.callback_settings`` (the proxy config's ``callback_settings:``) with our
 #: options, and in a request's metadata with its per-request overrides.
 SETTINGS_KEY: Final = "governance"
-# The rest is read off the format descriptions (`_formats.FORMATS`), the one place that knows them.
-#: LiteLLM call types (strings; str enums in the deployment hook) -> the request format they carry.
-FORMAT_OF_CALL: Final[Mapping[str, Format]] = {
-    call_type: spec.name for spec in FORMATS.values() for call_type in spec.call_types
-}
 #: Where each format keeps its history (the field a pass is keyed on).
 HISTORY: Final[Mapping[Format, str]] = {spec.name: spec.history for spec in FORMATS.values()}
 #: Where each format keeps LiteLLM's own metadata (Anthropic's and OpenAI's ``metadata`` is the
@@ -39,23 +35,47 @@ METADATA: Final[Mapping[Format, str]] = {spec.name: spec.metadata for spec in FO
 _CLIENT_METADATA: Final = "litellm_metadata"
 
 
+def format_of(call_type: Any) -> Format | None:
+    """The request format of a LiteLLM call type (a str, or a ``CallTypes`` str enum), None if ungoverned."""
+    found = spec_for_call_type(call_type)
+    return found.name if found is not None else None
+
+
+def client_format(request: Mapping[str, Any], fmt: Format) -> Format:
+    """The format the client sent `request` in: on the call LiteLLM makes of a ``/v1/messages`` or
+    ``/v1/responses`` request for a deployment that takes another format, the client's (its logging
+    object keeps the client's call type), else `fmt` itself."""
+    logging_obj = request.get("litellm_logging_obj")
+    found = format_of(getattr(logging_obj, "call_type", None)) if logging_obj is not None else None
+    return found or fmt
+
+
 def metadata_key(request: Mapping[str, Any], fmt: Format) -> str:
     """The field of `request` with the LiteLLM metadata the plugin reads (per-request overrides) and
     writes (its pass state and report): the format's own (`METADATA`), except on the chat call
     LiteLLM makes when it translates a ``/v1/messages`` or ``/v1/responses`` request for a chat
     deployment. That inner call has no ``metadata`` and carries the client request's
-    ``litellm_metadata``, the very dict: the client's overrides are there, so is the proxy's
-    pre-call pass, and a report written there is the one the response header and LiteLLM's
-    logging payload show."""
+    ``litellm_metadata``, the very dict: the client's overrides are there, and a report written there
+    is the one the response header and LiteLLM's logging payload show."""
     key = METADATA[fmt]
     carried = key != _CLIENT_METADATA and not isinstance(request.get(key), dict)
     return _CLIENT_METADATA if carried and isinstance(request.get(_CLIENT_METADATA), dict) else key
 
 
-def format_of(call_type: Any) -> Format | None:
-    """The request format of a LiteLLM call type (a str, or a ``CallTypes`` str enum), None if ungoverned."""
-    found = spec_for_call_type(call_type)
-    return found.name if found is not None else None
+def spend_logs(request: dict[str, Any], fmt: Format, *, create: bool) -> dict[str, Any] | None:
+    """``spend_logs_metadata`` in the request's LiteLLM metadata (made when `create` and missing):
+    the part of it LiteLLM's standard logging payload keeps."""
+    key = metadata_key(request, fmt)
+    metadata = request.get(key)
+    if metadata is None and create:
+        metadata = request[key] = {}
+    if not isinstance(metadata, dict):
+        return None
+    spend = metadata.get("spend_logs_metadata")
+    if isinstance(spend, dict) or not create or spend is not None:
+        return spend if isinstance(spend, dict) else None
+    spend = metadata["spend_logs_metadata"] = {}
+    return spend
 
 
 def call_id_of(data: Mapping[str, Any]) -> str | None:
@@ -64,104 +84,41 @@ def call_id_of(data: Mapping[str, Any]) -> str | None:
     return call_id if isinstance(call_id, str) and call_id else None
 
 
-class HistoryScan(NamedTuple):
-    """What the hooks need to know of a history before governing it, from one walk (`scan_history`)."""
-
-    #: The text it holds, roughly (messages' and items' text, blocks' ``text`` or ``content``): whether
-    #: it is big enough to govern off the event loop.
-    chars: int
-    #: Whether it holds a ``compaction`` block (Anthropic) or item (Responses): whether context
-    #: editing has anything to replace.
-    compaction: bool
-
-
-def scan_history(history: object, fmt: Format) -> HistoryScan:
-    """One walk over a request's history for its size and its compaction blocks or items. It runs on every
-    proxied request, once (the deployment pass reuses the pre-call pass's, `passes.PassState`): plain
-    loops, no generator per message, ``(dict, Mapping)`` settling a dict without Mapping's ABC check."""
+def history_chars(history: object) -> int:
+    """Roughly the text a history holds (messages' and items' text, blocks' ``text`` or ``content``):
+    whether it is big enough to govern off the event loop."""
     if isinstance(history, str):
-        return HistoryScan(len(history), False)
-    if not isinstance(history, list):
-        return HistoryScan(0, False)
-    items = fmt == "responses"  # a Responses compaction is an item,
-    blocks = fmt == "anthropic"  # an Anthropic one a block (chat has none)
+        return len(history)
     chars = 0
-    compaction = False
-    for message in history:
-        if not isinstance(message, (dict, Mapping)):
+    for message in history if isinstance(history, list) else ():
+        if not isinstance(message, Mapping):
             continue
-        if items and message.get("type") == "compaction":
-            compaction = True
         content = message["content"] if "content" in message else message.get("output")
         if isinstance(content, str):
             chars += len(content)
         elif isinstance(content, list):
             for block in content:
-                if isinstance(block, (dict, Mapping)):
-                    text = block.get("text") or block.get("content")
-                    if isinstance(text, (str, list, dict)):
-                        chars += len(text)
-                    if blocks and block.get("type") == "compaction":
-                        compaction = True
-    return HistoryScan(chars, compaction)
+                text = (block.get("text") or block.get("content")) if isinstance(block, Mapping) else None
+                chars += len(text) if isinstance(text, (str, list, dict)) else 0
+    return chars
 
 
-def declared_size(data: Mapping[str, Any]) -> int | None:
-    """The size in bytes of the body the client sent the proxy, from its ``content-length`` (LiteLLM
-    keeps the client's headers in ``proxy_server_request``); None outside the proxy and for a body
-    sent compressed or without a length."""
-    server_request = data.get("proxy_server_request")
-    headers = server_request.get("headers") if isinstance(server_request, Mapping) else None
-    if not isinstance(headers, Mapping):
-        return None
-    length: object = None
-    for name, value in headers.items():
-        lowered = name.lower() if isinstance(name, str) else ""
-        if lowered == "content-encoding" and isinstance(value, str) and value.strip().lower() != "identity":
-            return None  # the length of the compressed body, not of what was parsed
-        if lowered == "content-length":
-            length = value
-    return int(length) if isinstance(length, str) and length.isascii() and length.isdigit() else None
+def holds_compaction(history: object, fmt: Format) -> bool:
+    """Whether a history holds a compaction block (Anthropic) or item (Responses): whether context
+    editing has anything to replace for a deployment without compaction."""
+    where = FORMATS[fmt].compaction
+    if where is None or not isinstance(history, list):
+        return False
+    for message in history:
+        if not isinstance(message, Mapping):
+            continue
+        if where == "item" and _is_compaction(message):
+            return True
+        content = message.get("content")
+        if where == "block" and isinstance(content, list) and any(_is_compaction(b) for b in content):
+            return True
+    return False
 
 
-class HistoryFacts:
-    """What the hooks know of one request's history: whether it is big and whether it holds compaction
-    blocks or items, each found out only when first asked for. Both come from one walk (`scan_history`),
-    which a proxied request often needs not at all: the proxy knows the body's size
-    (`declared_size`), a chat history holds no compaction, and whether a history holds any need
-    not be looked at for deployments that compact natively (`context_editing.prepare`)."""
-
-    __slots__ = ("_chars", "_compaction", "_declared", "_fmt", "_history")
-
-    def __init__(
-        self, history: object, fmt: Format, *, declared: int | None = None, compaction: bool | None = None
-    ) -> None:
-        self._history = history
-        self._fmt = fmt
-        self._declared = declared
-        self._chars: int | None = None
-        self._compaction = False if fmt == "chat" else compaction
-
-    def big(self, chars: int, declared_bytes: int) -> bool:
-        """Whether the body is longer than `declared_bytes` (when its length was declared) or its
-        history has more than `chars` characters."""
-        if self._declared is not None:
-            return self._declared > declared_bytes
-        if self._chars is None:
-            self._scan()
-        return self._chars > chars  # type: ignore[operator]  # (set by `_scan`)
-
-    def compaction(self) -> bool:
-        """Whether the history holds a compaction block or item."""
-        if self._compaction is None:
-            self._scan()
-        return self._compaction  # type: ignore[return-value]  # (set by `_scan`)
-
-    def may_hold_compaction(self) -> bool:
-        """False only when the history is known to hold no compaction block or item (without looking)."""
-        return self._compaction is not False
-
-    def _scan(self) -> None:
-        found = scan_history(self._history, self._fmt)
-        self._chars = found.chars
-        self._compaction = found.compaction
+def _is_compaction(value: object) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == "compaction"

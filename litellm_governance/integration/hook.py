@@ -14,14 +14,13 @@ from .._models import Deployment, import_litellm
 from .._request import Format
 from . import context_editing
 from .failures import Failures
-from .fields import HISTORY, SETTINGS_KEY, HistoryFacts, declared_size, format_of
+from .fields import SETTINGS_KEY, format_of
 from .learning import Learning, usage_of, usage_of_log_event
 from .metrics import metrics
-from .passes import Stage, known_plain, run_pass
+from .passes import Helpers, Stage, run_pass
 from .reporting import header
 from .routing import deployment_target, group_target, translated_later
 from .summaries import Summaries
-from .translation import Translations
 
 __all__ = ["GovernanceHook"]
 
@@ -44,10 +43,9 @@ class GovernanceHook(CustomLogger):
         self._explicit: GovernanceConfig | None = config
         self._from_settings: GovernanceConfig | None = None
         self._from_settings_source: object = None
-        self._failures = Failures()
         self._learning = Learning()
         self._summaries = Summaries()
-        self._translations = Translations()
+        self._helpers = Helpers(self._learning, Failures(), self._summaries)
         self.config  # noqa: B018 - validate the proxy's settings now, so a bad option stops start-up
 
     @property
@@ -70,19 +68,21 @@ class GovernanceHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        """Proxy, before routing: fit the request to its model group."""
+        """Proxy, before routing: fit the request to its model group — unless LiteLLM will translate it
+        for one of the group's deployments: that one is governed once, as the provider receives it."""
         fmt = format_of(call_type)
         if fmt is None or self._disabled():
             return None
         group = data.get("model")
+        deployments = context_editing.group_deployments(group, fmt)
+        translated = any(later for _, later in deployments)
         return await self._edit_then_govern(
             data,
             "pre_call",
             fmt,
-            # Its size from the body's length, its compaction looked for only if a deployment needs it replaced.
-            facts=HistoryFacts(data.get(HISTORY[fmt]), fmt, declared=declared_size(data)),
-            deployments=lambda: context_editing.group_deployments(group, fmt),
+            deployments=lambda: deployments,
             target_of=lambda _: group_target(group, self.config),
+            govern=not translated,
         )
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
@@ -90,13 +90,11 @@ class GovernanceHook(CustomLogger):
         fmt = format_of(call_type)
         if fmt is None or self._disabled():
             return None
-        translated = fmt != "chat" and translated_later(fmt, kwargs)
+        translated = translated_later(fmt, kwargs)
         return await self._edit_then_govern(
             kwargs,
             "deployment",
             fmt,
-            # The history the proxy's pre-call pass governed, known there to hold no compaction: not looked at again.
-            facts=HistoryFacts(kwargs.get(HISTORY[fmt]), fmt, compaction=False if known_plain(kwargs, fmt) else None),
             deployments=lambda: [(deployment_target(kwargs), translated)],
             target_of=deployment_target,
             govern=not translated,
@@ -104,8 +102,8 @@ class GovernanceHook(CustomLogger):
 
     def _disabled(self) -> bool:
         """Whether the operator turned the hook off (``enabled: false``): then it is a no-op, decided
-        before the history is looked at — no scan, no context editing, no pass. A config that does
-        not load is not "off": the pass reports it on the request."""
+        before the history is looked at. A config that does not load is not "off": the pass reports
+        it on the request."""
         try:
             return not self.config.enabled
         except ConfigError:
@@ -117,22 +115,27 @@ class GovernanceHook(CustomLogger):
         stage: Stage,
         fmt: Format,
         *,
-        facts: HistoryFacts,
         deployments: Callable[[], Sequence[tuple[Deployment, bool]]],
         target_of: Callable[[dict[str, Any]], Deployment],
         govern: bool = True,
     ) -> dict[str, Any] | None:
-        """Context editing for what none of `deployments` does itself, then (unless not to `govern`)
-        the pass for the target `target_of` names for the request as edited. `facts` are what is
-        known of the request's history; an edited history is looked at afresh if it is governed.
-        The changed request, or None."""
-        compaction = False if not facts.may_hold_compaction() else facts.compaction
-        edited = context_editing.prepare(request, fmt, deployments, compaction=compaction)
-        if edited is not None:
-            request, facts = edited, HistoryFacts(edited.get(HISTORY[fmt]), fmt)
+        """Context editing for what none of `deployments` does itself, then (unless not to `govern`:
+        LiteLLM translates the call, and the translated call is governed) the pass for the target
+        `target_of` names for the request as edited. The changed request, or None."""
+        edited = context_editing.prepare(request, fmt, deployments)
+        request = edited if edited is not None else request
         if not govern:
             return edited
-        governed = await self._govern(request, stage, fmt, lambda: target_of(request), facts=facts)
+        try:
+            config = self.config
+        except ConfigError as exc:
+            self._helpers.failures.config_error(request, fmt, stage, exc, fail_closed=False)
+            return edited
+        if not config.enabled:
+            return edited
+        governed = await run_pass(
+            request, stage, fmt, config, target_of=lambda: target_of(request), helpers=self._helpers
+        )
         return governed if governed is not None else edited
 
     async def async_post_call_streaming_iterator_hook(
@@ -152,35 +155,6 @@ class GovernanceHook(CustomLogger):
     ) -> dict[str, str] | None:
         """Proxy: a short header saying what governance did."""
         return header(data)
-
-    async def _govern(
-        self,
-        request: dict[str, Any],
-        stage: Stage,
-        fmt: Format,
-        target_of: Callable[[], Deployment],
-        *,
-        facts: HistoryFacts | None = None,
-    ) -> dict[str, Any] | None:
-        try:
-            config = self.config
-        except ConfigError as exc:
-            self._failures.config_error(request, fmt, stage, exc, fail_closed=False)
-            return None
-        if not config.enabled:
-            return None
-        return await run_pass(
-            request,
-            stage,
-            fmt,
-            config,
-            target_of,
-            learning=self._learning,
-            failures=self._failures,
-            summaries=self._summaries,
-            facts=facts,
-            translations=self._translations,
-        )
 
     # ---- calibration: learning from the provider's answers ---------------------------------------
     # The deployment-level hooks fire inline, with the request as sent (LiteLLM 1.100 and later for
@@ -219,8 +193,6 @@ class GovernanceHook(CustomLogger):
         metrics().logged(kwargs, lambda: self.config)
 
     def reset_calibration(self) -> None:
-        """Forget what this process learned: the token ratios and the translation factors (the shared
-        cache keeps its keys: see `calibration_store.CALIBRATION_KEY_PREFIX` and
-        `translation.TRANSLATION_KEY_PREFIX`)."""
+        """Forget what this process learned: the token ratios (the shared cache keeps its keys: see
+        `calibration_store.CALIBRATION_KEY_PREFIX`)."""
         self._learning.reset()
-        self._translations.reset()

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import _calibration
 from .._calibration import ContextError, Sample
-from .._config import short_repr
+from .._config import GovernanceConfig, short_repr
 from .._models import Deployment, import_litellm
 from .._report import GovernanceReport
 from .._request import Format, max_output_tokens
@@ -20,6 +20,7 @@ from .fields import HISTORY, call_id_of
 from .logonce import LogOnce
 from .metrics import deployment_label, metrics
 from .reporting import logger
+from .routing import known_window
 
 __all__ = ["Learning", "Ratio", "usage_of", "usage_of_log_event"]
 
@@ -63,9 +64,10 @@ class Learning:
 
     # ---- before a pass: the ratio to budget with ----------------------------------------------------
 
-    async def ratio(self, target: Deployment, request: Mapping[str, Any], *, held: bool = False) -> Ratio:
-        """The learned ratio of `target` (key: ``model_info.id``, else model + ``api_base``): `held`
-        for a ``cache_stable`` budget (`Calibration.ratio_for`)."""
+    async def ratio(self, target: Deployment, request: Mapping[str, Any], config: GovernanceConfig) -> Ratio:
+        """The learned ratio of `target` (key: ``model_info.id``, else model + ``api_base``), held for a
+        ``cache_stable`` budget (`Calibration.ratio_for`)."""
+        held = config.stable_for(known_window(config, target))
         key = _calibration.deployment_key(target.model_info, target.model, request.get("api_base"))
         try:
             learned = await self.store.lookup(key)
@@ -86,21 +88,13 @@ class Learning:
             self.store.forget(call_id)
 
     def remember_sent(
-        self,
-        request: Mapping[str, Any],
-        fmt: Format,
-        call_id: str | None,
-        key: str,
-        report: GovernanceReport,
-        *,
-        replace: bool = True,
+        self, request: Mapping[str, Any], fmt: Format, key: str, report: GovernanceReport, *, replace: bool = True
     ) -> None:
         """Remember the estimate of what is sent until the provider answers (by LiteLLM's call id).
         The estimate covers what is sent unless the history is a string (left alone) or is stored
         upstream (``previous_response_id``): then there is nothing to learn from the answer."""
-        if call_id is None or not isinstance(request.get(HISTORY[fmt]), list):
-            return
-        if fmt == "responses" and request.get("previous_response_id"):
+        call_id = call_id_of(request)
+        if call_id is None or not isinstance(request.get(HISTORY[fmt]), list) or request.get("previous_response_id"):
             return
         if not replace and self.store.has(call_id):
             return

@@ -9,10 +9,18 @@ from typing import Any
 
 from .._config import GovernanceConfig
 from .._errors import InvalidRequestError
-from .._models import Deployment, import_litellm, quiet, widest_deployment
+from .._formats import FORMATS
+from .._models import Deployment, import_litellm, quiet, resolve_model, widest_deployment
 from .._request import Format
 
-__all__ = ["deployment_target", "group_target", "model_info_of", "proxy_deployments", "translated_later"]
+__all__ = [
+    "deployment_target",
+    "group_target",
+    "known_window",
+    "model_info_of",
+    "proxy_deployments",
+    "translated_later",
+]
 
 
 def model_info_of(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -52,15 +60,24 @@ def proxy_deployments(group: str) -> list[Mapping[str, Any]]:
     return list(llm_router.get_model_list(model_name=group) or [])
 
 
+def known_window(config: GovernanceConfig, target: Deployment) -> int | None:
+    """The window `target` has (its ``model_info``, LiteLLM's model map, the configured default)."""
+    return resolve_model(
+        target.model, config=config, provider=target.provider, model_info=target.model_info
+    ).max_input_tokens
+
+
 def translated_later(fmt: Format, kwargs: Mapping[str, Any]) -> bool:
     """Whether LiteLLM will translate this ``/v1/messages`` or ``/v1/responses`` call into
     another format for its deployment (its inner call is then governed instead). Asks LiteLLM's
     own provider table, as its dispatch does; when that cannot be told, governs here too."""
     model = kwargs.get("model")
     provider = kwargs.get("custom_llm_provider")
+    if FORMATS[fmt].litellm_config is None:
+        return False  # LiteLLM calls every provider in this format
     info = model_info_of(kwargs) or {}
     endpoints = info.get("supported_endpoints")
-    route = "/v1/messages" if fmt == "anthropic" else "/v1/responses"
+    route = FORMATS[fmt].route
     if isinstance(endpoints, (list, tuple)) and route in endpoints:
         return False  # the operator declared the deployment serves this route untranslated
     if not isinstance(model, str):
@@ -78,12 +95,8 @@ def _translated(fmt: Format, model: str, provider: str | None) -> bool:
         if not provider:
             with quiet(litellm):
                 provider = litellm.get_llm_provider(model=model)[1]
-        llm_provider = LlmProviders(provider)
-        native: object
-        if fmt == "anthropic":
-            native = ProviderConfigManager.get_provider_anthropic_messages_config(model=model, provider=llm_provider)
-        else:
-            native = ProviderConfigManager.get_provider_responses_api_config(model=model, provider=llm_provider)
+        native_config = getattr(ProviderConfigManager, FORMATS[fmt].litellm_config or "")
+        native = native_config(model=model, provider=LlmProviders(provider))
     except Exception:  # noqa: BLE001 - any LiteLLM version or provider we cannot ask: govern here
         return False
     return native is None

@@ -13,8 +13,7 @@ started proxy, with calibration and without it (``calibrate: false``):
 
 Then: a ``context_window_fallbacks`` fallback tightens the deployment that rejected; streaming,
 ``/v1/messages`` and ``/v1/responses`` learn too; and two proxies sharing a real ``redis-server``
-share what they learn, the token ratios and what LiteLLM's translation of a Claude Code request to GLM
-adds (skipped without the binary unless ``LITELLM_GOVERNANCE_REQUIRE_REDIS=1``).
+share the token ratios they learn (skipped without the binary unless ``LITELLM_GOVERNANCE_REQUIRE_REDIS=1``).
 
 Run with ``-s`` to see the figures (``calibration figures: ...`` lines).
 """
@@ -31,10 +30,9 @@ import pytest
 import redis
 from litellm.integrations.custom_logger import CustomLogger
 
-from bench.agent_shapes import claude_code_body, to_claude_code, to_codex
+from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX
-from litellm_governance.integration.translation import TRANSLATION_KEY_PREFIX
 from litellm_governance.testing import RecordingUpstream
 
 from ._proxy import ProxyProcess
@@ -422,58 +420,6 @@ def test_two_proxies_share_what_they_learn_through_redis(
             response = client.post("/v1/chat/completions", json=body)
             assert response.status_code == 200 and time.monotonic() - began < 5, response.text[:300]
             assert report_of(b, user)["ratio_source"].startswith("learned, n=")
-
-
-def test_two_proxies_share_what_the_translation_adds_through_redis(
-    proxy_factory: ProxyFactory, upstreams: dict[str, RecordingUpstream], own_redis_server: RedisServer
-) -> None:
-    """Claude Code to GLM: LiteLLM translates the request to chat after the pre-call pass, and the
-    translation counts a few per cent more. Proxy A learns that from a session's turns (its pre-call
-    pass then fits what GLM receives) and shares it; proxy B, which has never seen the route, fits its
-    first request with it: its deployment pass has nothing to cut again. (Without the shared factor, a
-    proxy's first requests on the route are cut twice: `test_formats_e2e`.)"""
-    host, port = own_redis_server.host, own_redis_server.port
-    models = [_entry("glm-shared", "zai/glm-4.5", upstreams["glm"].base_url, window=2 * WINDOW)]
-    a, b = (
-        proxy_factory(
-            model_list=models,
-            router_settings={"num_retries": 0, "redis_host": host, "redis_port": port},
-            extra_env={"LITELLM_GOVERNANCE_E2E_INSTANCE": name},  # two processes, not one
-        )
-        for name in ("translated-a", "translated-b")
-    )
-    assert a.process.pid != b.process.pid
-    bodies = [claude_code_body(240 + 2 * turn, seed=7, model="glm-shared") for turn in range(9)]
-    with a.client(timeout=120) as client:
-        for turn, body in enumerate(bodies[:-1]):
-            response = client.post("/v1/messages", json={**body, "user": f"translated-a-{turn}"})
-            assert response.status_code == 200, response.text[:300]
-    learned = report_of(a, f"translated-a-{len(bodies) - 2}")
-    assert _fitted(learned) and _second_pass(learned) == "unchanged", learned["notes"]
-    client = redis.Redis(host=host, port=port, socket_timeout=1, decode_responses=True)
-    keys = _wait(lambda: sorted(client.scan_iter(TRANSLATION_KEY_PREFIX + "*")), timeout=5)
-    assert len(keys) == 1 and keys[0].startswith(TRANSLATION_KEY_PREFIX + "anthropic:zai/glm-4.5:"), keys
-    value = _wait(lambda: len(json.loads(client.get(keys[0]) or "{}").get("s", [])) >= 3 and client.get(keys[0]), 5)
-    assert value and json.loads(value)["a"] > 1.0, client.get(keys[0])
-
-    with b.client(timeout=120) as client:
-        response = client.post("/v1/messages", json={**bodies[-1], "user": "translated-b-1"})
-    assert response.status_code == 200, response.text[:300]
-    first = report_of(b, "translated-b-1")
-    assert _fitted(first) and _second_pass(first) == "unchanged", first["notes"]
-    assert first["tokens_after"] <= first["budget"]
-    print(f"\ncalibration figures: redis: B's first translated request fitted with A's factor {json.loads(value)['a']}")
-
-
-def _fitted(report: dict[str, Any]) -> bool:
-    """Whether the pre-call pass fitted the request for what the translation adds."""
-    return any("fitted for that" in note for note in report["notes"])
-
-
-def _second_pass(report: dict[str, Any]) -> str:
-    """What the deployment pass did after the translation: ``unchanged``, or its steps."""
-    (note,) = [n for n in report["notes"] if n.startswith("translated by LiteLLM from anthropic to chat")]
-    return note.rsplit(" (", 1)[1].rstrip(")")
 
 
 def _wait(probe: Callable[[], Any], timeout: float) -> Any:
