@@ -63,6 +63,8 @@ PROVIDER_SOURCES = "RULES in litellm_governance/testing/emulation/rules.py and d
 MODEL_INFO: Mapping[str, str] = {
     "max_input_tokens": "the deployment's context window; wins over LiteLLM's model map "
     "(`context_window_tokens` in the options wins over both)",
+    "max_output_tokens": "the deployment's output limit: caps the output reservation (and the request's own "
+    "max output, lowered to it where it asks more); at or above `max_input_tokens` it stops the proxy's start-up",
     "supports_assistant_prefill": "whether the model accepts a trailing assistant message (prefill); "
     "else LiteLLM's model map says",
     "governance_profile": "the deployment's profile (one of the [profiles](providers/index.md#profiles)), "

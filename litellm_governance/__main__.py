@@ -105,9 +105,11 @@ def render(explanation: Explanation, *, table: bool = True, hints: Sequence[str]
     if report["budget"] is None:
         lines.append("no context window known: history not snipped")
     else:
+        asked = report.get("max_output_lowered_from")
+        lowered = f" (max_output {asked:,}->{report['max_output_tokens']:,}: lowered to fit)" if asked else ""
         lines.append(
             f"window {report['context_window']:,} ({report['window_source']}) - max output "
-            f"{report['max_output_tokens']:,} - safety buffer = budget {report['budget']:,} tokens"
+            f"{report['max_output_tokens']:,}{lowered} - safety buffer = budget {report['budget']:,} tokens"
             + (" (cache_stable)" if report["cache_stable"] else "")
         )
     lines.extend(f"hint: {hint}" for hint in hints)

@@ -82,8 +82,18 @@ class GovernanceConfig:
     #: Window used when neither the config, the deployment nor LiteLLM knows one. With none at
     #: all, history is not snipped and the report says so.
     default_context_window_tokens: int | None = None
-    #: Output reservation when the request sets no ``max_tokens`` / ``max_completion_tokens``.
+    #: Output reservation when the request sets no ``max_tokens`` / ``max_completion_tokens``. Like the
+    #: request's own, it is capped by the deployment's ``model_info.max_output_tokens`` and by
+    #: ``max_output_share`` of the window (the proxy's start-up warns of one at or above a window).
     max_output_tokens: int = 4096
+    #: At most this share of the context window is reserved for the output: a request asking for more
+    #: (Claude Code asks 32,000 by default) has its own field lowered to the reserve, so the history
+    #: keeps the rest (never below 1,024 tokens, 2,048 with Anthropic's extended thinking on, whose
+    #: ``budget_tokens`` is lowered with it where needed).
+    max_output_share: float = 0.25
+    #: False: reserve what the request asks for, however much of the window that takes, and send it as
+    #: asked (the report warns when no budget is left for the history).
+    fit_max_output: bool = True
     #: Kept free on top of the output reservation, for estimate error.
     safety_buffer_tokens: int = 1024
     #: The newest results of compactable tools (at least ``min_chars`` long) kept whole.
@@ -151,6 +161,9 @@ class GovernanceConfig:
             if value is not None:
                 _check_int(name, value, minimum=1)
         _check_int("max_output_tokens", self.max_output_tokens, minimum=0)
+        share = self.max_output_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.05 <= share <= 0.9:
+            raise ConfigError(f"max_output_share must be a number between 0.05 and 0.9, got {short_repr(share)}")
         _check_int("safety_buffer_tokens", self.safety_buffer_tokens, minimum=0)
         _check_int("keep_recent", self.keep_recent, minimum=0, maximum=1_000_000)
         _check_int("min_chars", self.min_chars, minimum=0, maximum=1_000_000_000)
@@ -178,6 +191,7 @@ class GovernanceConfig:
             "enabled",
             "calibrate",
             "note_cut_turns",
+            "fit_max_output",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {short_repr(getattr(self, name))}")

@@ -27,6 +27,7 @@ from ._anthropic import AnthropicOutline
 from ._compaction import Where
 from ._errors import InvalidRequestError
 from ._messages import Message, validate_messages
+from ._output import thinking_budget
 from ._responses import ResponsesOutline
 from ._thinking import Shape
 
@@ -103,6 +104,8 @@ class Parsed:
     outline: Outline
     tools: Sequence[Any] | None
     max_output_tokens: int | None
+    #: ``thinking.budget_tokens`` where Anthropic's extended thinking is on (`_output.thinking_budget`).
+    thinking_budget: int | None = None
 
 
 def _plain(messages: object) -> object:
@@ -158,7 +161,9 @@ class FormatSpec:
 
     def read(self, request: Mapping[str, Any]) -> Parsed:
         """The request's outline, tools and output limit."""
-        return Parsed(self.reader(request), request.get("tools"), self.max_output_tokens(request))
+        return Parsed(
+            self.reader(request), request.get("tools"), self.max_output_tokens(request), thinking_budget(request)
+        )
 
 
 FORMATS: Final[Mapping[Format, FormatSpec]] = {

@@ -45,6 +45,8 @@ class ModelFacts:
     #: Profile named by the deployment's model_info (``governance_profile``), if any.
     profile: str | None = None
     bare_model: str = ""
+    #: The output limit the operator stated in the deployment's ``model_info`` (None: none stated).
+    max_output_tokens: int | None = None
 
     def prefill_supported(self, model: str) -> bool:
         """Whether the model accepts a trailing assistant message (assistant prefill)."""
@@ -120,6 +122,7 @@ def resolve_model(
         supports_prefill=prefill_override if isinstance(prefill_override, bool) else None,
         profile=profile if isinstance(profile, str) else None,
         bare_model=bare,
+        max_output_tokens=_positive_int(info.get("max_output_tokens")),
     )
 
 
@@ -164,7 +167,12 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
 
 
 #: The ``model_info`` fields governance depends on (a deployment's `Deployment.key`).
-GOVERNANCE_FIELDS: Final = ("max_input_tokens", "supports_assistant_prefill", "governance_profile")
+GOVERNANCE_FIELDS: Final = (
+    "max_input_tokens",
+    "max_output_tokens",
+    "supports_assistant_prefill",
+    "governance_profile",
+)
 
 
 @dataclass(frozen=True)

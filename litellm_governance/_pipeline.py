@@ -50,6 +50,7 @@ from ._messages import Message, unnamed_field, validate_tools
 from ._microcompact import large_uncompactable
 from ._models import Deployment, ModelFacts, resolve_model
 from ._orphans import drop_orphans
+from ._output import Reserve, reserve_for
 from ._profiles import PROFILES, Profile, TrailingAssistant, profile_for
 from ._report import GovernanceReport
 from ._responses import ResponsesOutline
@@ -72,6 +73,7 @@ __all__ = [
 ]
 
 _REPAIRS: Final = (drop_orphans, backfill, unique_ids)
+_NO_RESERVE: Final = Reserve(0)
 _DEFAULT_CONFIG = GovernanceConfig()
 
 
@@ -129,6 +131,8 @@ class Outcome:
     cut: CutTurns | None = None
     #: What each step did to which message (`_context.Fate`), in order: what ``explain`` reads.
     fates: tuple[Fate, ...] = ()
+    #: The output reservation (`_output`): the request's own field goes out lowered where it says so.
+    reserve: Reserve = _NO_RESERVE
 
 
 def govern(
@@ -255,6 +259,66 @@ def run(
     return _run_once(parsed, deployment, config, calibrated, summaries)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What one pass governs with: the steps' context, and the figures the report gives of it."""
+
+    ctx: Context
+    facts: ModelFacts
+    ratio: float
+    #: Input budget in provider tokens (None: no window known).
+    budget: int | None
+    reserve: Reserve
+    notes: list[str]
+
+
+def _plan(
+    parsed: Parsed,
+    deployment: Deployment,
+    config: GovernanceConfig,
+    calibrated: Calibrated | None,
+    summaries: Mapping[str, str] | None,
+) -> _Plan:
+    """The model's facts, the profile, the output reservation and the budget, as the steps' context."""
+    outline = parsed.outline
+    model = deployment.model
+    facts = resolve_model(model, config=config, provider=deployment.provider, model_info=deployment.model_info)
+    profile = _pick_profile(config, facts.profile, facts.provider, model)
+    ratio = profile.token_ratio if calibrated is None else float(calibrated.ratio)
+    window = facts.max_input_tokens
+    reserve = reserve_for(
+        parsed.max_output_tokens,
+        window=window,
+        stated=facts.max_output_tokens,
+        config=config,
+        thinking=parsed.thinking_budget,
+    )
+    notes = [] if window is not None else [f"no context window known for {model!r}: history not snipped"]
+    budget = None if window is None else max(0, window - reserve.tokens - config.safety_buffer_tokens)
+    if budget == 0:
+        notes.append(f"no budget left for the history: max output {reserve.tokens} fills the window ({window})")
+    upstream = bool(getattr(outline, "history_upstream", False))
+    if upstream and budget is not None:
+        notes.append(
+            "previous_response_id: the earlier history is stored upstream and cannot be governed; "
+            "only the visible input was (nothing snipped)"
+        )
+    counter = TokenCounter(encoding_for_model(model), token_cache(config.token_cache_size))
+    ctx = Context(
+        config=config,
+        profile=profile,
+        counter=counter,
+        budget=None if budget is None or upstream else math.floor(budget / ratio),  # tiktoken units
+        tools_tokens=counter.tools(validate_tools(parsed.tools)),
+        allow_prefill=profile.trailing_assistant is TrailingAssistant.IF_PREFILL and facts.prefill_supported(model),
+        text_type=outline.text_type,
+        reasoning_field=FORMATS[outline.format].reasoning_field,  # type: ignore[index]
+        stable=config.stable_for(window),
+        summaries=summaries or {},
+    )
+    return _Plan(ctx, facts, ratio, budget, reserve, notes)
+
+
 def _run_once(
     parsed: Parsed,
     deployment: Deployment,
@@ -264,28 +328,8 @@ def _run_once(
 ) -> Outcome:
     config = _check(deployment, config, calibrated)
     outline: Outline = parsed.outline
-    max_output = _max_output(parsed.max_output_tokens, config)
-    facts = resolve_model(
-        deployment.model, config=config, provider=deployment.provider, model_info=deployment.model_info
-    )
-    profile = _pick_profile(config, facts.profile, facts.provider, deployment.model)
-    ratio = profile.token_ratio if calibrated is None else float(calibrated.ratio)
-    budget, notes = _budget(facts, max_output, config, outline, deployment.model)
-    counter = TokenCounter(encoding_for_model(deployment.model), token_cache(config.token_cache_size))
-    history_upstream = bool(getattr(outline, "history_upstream", False))
-    ctx = Context(
-        config=config,
-        profile=profile,
-        counter=counter,
-        budget=None if budget is None or history_upstream else math.floor(budget / ratio),  # tiktoken units
-        tools_tokens=counter.tools(validate_tools(parsed.tools)),
-        allow_prefill=profile.trailing_assistant is TrailingAssistant.IF_PREFILL
-        and facts.prefill_supported(deployment.model),
-        text_type=outline.text_type,
-        reasoning_field=FORMATS[outline.format].reasoning_field,  # type: ignore[index]
-        stable=config.stable_for(facts.max_input_tokens),
-        summaries=summaries or {},
-    )
+    plan = _plan(parsed, deployment, config, calibrated, summaries)
+    ctx, notes = plan.ctx, plan.notes
     original = outline.view
     ledger = Ledger(ctx, original, ctx.tools_tokens + REPLY_PRIMING + ctx.total(original))
     tally = Tally()
@@ -295,56 +339,40 @@ def _run_once(
         governed = original
     else:
         governed = _steps(original, ctx, tally, ledger)
-    changed = (
+    edited = (
         bool(outline.parse_counts)
         or len(governed) != len(original)
         or any(a is not b for a, b in zip(governed, original, strict=False))
     )
-    fields = outline.render(governed if changed else original)
+    fields = outline.render(governed if edited else original)
     history = fields.get("messages", fields.get("input"))
     report = GovernanceReport(
         model=deployment.model,
-        provider=facts.provider,
-        profile=profile.name,
-        context_window=facts.max_input_tokens,
-        window_source=facts.window_source,
-        budget=budget,
-        max_output_tokens=max_output,
+        provider=plan.facts.provider,
+        profile=ctx.profile.name,
+        context_window=plan.facts.max_input_tokens,
+        window_source=plan.facts.window_source,
+        budget=plan.budget,
+        max_output_tokens=plan.reserve.tokens,
+        max_output_lowered_from=plan.reserve.asked if plan.reserve.lowered else None,
         messages_before=outline.count,
         messages_after=len(history) if isinstance(history, list) else outline.count,
         format=outline.format,
-        token_ratio=round(ratio, 4),
+        token_ratio=round(plan.ratio, 4),
         ratio_source="static" if calibrated is None else calibrated.source,
         cache_stable=ctx.stable,
         **_figures(
-            outline, governed=governed, ctx=ctx, tally=tally, ledger=ledger, ratio=ratio, notes=notes, changed=changed
+            outline,
+            governed=governed,
+            ctx=ctx,
+            tally=tally,
+            ledger=ledger,
+            ratio=plan.ratio,
+            notes=notes,
+            changed=edited or plan.reserve.lowered,
         ),
     )
-    return Outcome(fields, report, governed, ctx, tally.cut, tuple(tally.fates))
-
-
-def _max_output(asked: int | None, config: GovernanceConfig) -> int:
-    """The output tokens reserved: what the request asks, else the config's default."""
-    if asked is None:
-        return config.max_output_tokens
-    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 0:
-        raise InvalidRequestError(f"max_output_tokens must be a non-negative integer, got {asked!r}")
-    return asked
-
-
-def _budget(
-    facts: ModelFacts, max_output: int, config: GovernanceConfig, outline: Outline, model: str
-) -> tuple[int | None, list[str]]:
-    """The input budget in provider tokens (None: no window known), and the report's notes on it."""
-    if facts.max_input_tokens is None:
-        return None, [f"no context window known for {model!r}: history not snipped"]
-    notes = []
-    if getattr(outline, "history_upstream", False):
-        notes.append(
-            "previous_response_id: the earlier history is stored upstream and cannot be governed; "
-            "only the visible input was (nothing snipped)"
-        )
-    return max(0, facts.max_input_tokens - max_output - config.safety_buffer_tokens), notes
+    return Outcome(fields, report, governed, ctx, tally.cut, tuple(tally.fates), plan.reserve)
 
 
 def _steps(original: list[Message], ctx: Context, tally: Tally, ledger: Ledger) -> list[Message]:

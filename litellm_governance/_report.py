@@ -26,6 +26,7 @@ class GovernanceReport:
     window_source: str
     #: Input budget in provider tokens (None when no window is known: nothing was snipped).
     budget: int | None
+    #: Output tokens reserved (the request's own, or the default, fitted: `_output`).
     max_output_tokens: int
     #: Estimated provider tokens (tiktoken count times the profile's ratio), tools included.
     tokens_before: int
@@ -59,6 +60,8 @@ class GovernanceReport:
     #: Tools with results of 4,000+ characters that are not compactable, and how many: candidates
     #: for ``compactable_tools``.
     large_uncompacted: Mapping[str, int] = field(default_factory=dict)
+    #: What the request asked for as output where its field went out lowered to `max_output_tokens`.
+    max_output_lowered_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
@@ -86,6 +89,7 @@ class GovernanceReport:
             "cache_stable": self.cache_stable,
             "estimated_tokens": self.estimated_tokens,
             "large_uncompacted": dict(self.large_uncompacted),
+            "max_output_lowered_from": self.max_output_lowered_from,
         }
 
     def then(self, later: GovernanceReport) -> GovernanceReport:
@@ -106,6 +110,7 @@ class GovernanceReport:
             changed=self.changed or later.changed,
             cache_prefix_rewritten=self.cache_prefix_rewritten or later.cache_prefix_rewritten,
             notes=tuple(dict.fromkeys((*self.notes, *later.notes))),
+            max_output_lowered_from=later.max_output_lowered_from or self.max_output_lowered_from,
         )
 
     def summary(self) -> str:
@@ -115,6 +120,8 @@ class GovernanceReport:
         ratio=1.15 static; profile=strict; budget=26880``. Step and stage names are `_steps`'."""
         if self.changed:
             parts = [f"{name}={self.steps[name]}" for name in _SUMMARY_STEPS if self.steps.get(name)]
+            if self.max_output_lowered_from is not None:
+                parts.append(f"max_output={self.max_output_lowered_from}->{self.max_output_tokens}")
             parts.append(f"tokens={self.tokens_before}->{self.tokens_after}")
             if self.tokens_removed:
                 parts.append("removed=" + ",".join(f"{k}:{v}" for k, v in self.tokens_removed.items()))

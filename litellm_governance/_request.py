@@ -12,8 +12,10 @@ from ._cut_turns import CutTurns
 from ._errors import InvalidRequestError
 from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spec
 from ._models import Deployment
+from ._output import lowered_fields
 from ._pipeline import Calibrated, clear_errors, run
 from ._report import GovernanceReport
+from ._steps import THINKING_OFF
 from ._thinking import THINKING_OFF_NOTE, lost_thinking_fields
 
 __all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
@@ -79,13 +81,14 @@ def govern_request(
         else ()
     )
     if thinking:
-        steps = {**report.steps, "thinking_off": 1}
+        steps = {**report.steps, THINKING_OFF: 1}
         report = replace(report, steps=steps, notes=(*report.notes, THINKING_OFF_NOTE), changed=True)
     if not report.changed:
         body = request if isinstance(request, dict) else dict(request)
         return GovernedRequest(request=body, report=report, cut=outcome.cut)
     governed = {key: value for key, value in request.items() if key not in thinking}
     governed.update(outcome.fields)
+    governed.update(lowered_fields(governed, chosen.max_output, outcome.reserve))
     return GovernedRequest(request=governed, report=report, cut=outcome.cut)
 
 

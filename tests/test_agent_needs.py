@@ -589,7 +589,7 @@ def note_of(messages: Messages) -> str:
 
 class TestNote:
     def governed(self, messages: Messages, model: str = "openai/gpt-4o", window: int = 12_000, **options: Any) -> Any:
-        config = GovernanceConfig(context_window_tokens=window, cache_stable=False, **options)
+        config = GovernanceConfig(max_output_share=0.5, context_window_tokens=window, cache_stable=False, **options)
         return govern(messages, model=model, config=config)
 
     def test_cut_turns_leave_one_note_listing_what_they_did(self) -> None:
@@ -660,7 +660,7 @@ class TestNote:
 
     def test_the_note_changes_only_when_the_cut_point_moves(self) -> None:
         """cache_stable: consecutive requests with the same cut carry the same note, byte for byte."""
-        config = GovernanceConfig(context_window_tokens=10_000, cache_stable=True)
+        config = GovernanceConfig(max_output_share=0.5, context_window_tokens=10_000, cache_stable=True)
         history: Messages = [system(), user("go")]
         by_cut: dict[str, set[str]] = {}
         for i in range(200):
@@ -699,7 +699,9 @@ class TestNote:
                 u(tool_result(f"t{i}", long_text(1_500, str(i)))),
             ]
         out = govern_anthropic(
-            messages, model=CLAUDE, config=GovernanceConfig(context_window_tokens=12_000, cache_stable=False)
+            messages,
+            model=CLAUDE,
+            config=GovernanceConfig(max_output_share=0.5, context_window_tokens=12_000, cache_stable=False),
         )
         first = out.messages[0]["content"]
         assert first[:2] == messages[0]["content"] and first[2]["text"].startswith(NOTE)
@@ -720,7 +722,9 @@ class TestNote:
                 {"type": "function_call_output", "call_id": f"c{i}", "output": long_text(1_500, str(i))},
             ]
         out = govern_responses(
-            items, model=GPT, config=GovernanceConfig(context_window_tokens=12_000, cache_stable=False)
+            items,
+            model=GPT,
+            config=GovernanceConfig(max_output_share=0.5, context_window_tokens=12_000, cache_stable=False),
         )
         assert out.input[0] is items[0]
         assert out.input[1]["role"] == "user" and out.input[1]["content"].startswith(NOTE)
@@ -826,7 +830,9 @@ class TestNote:
             ]
 
         def governed(history: Messages, window: int) -> Any:
-            config = GovernanceConfig(context_window_tokens=window, cache_stable=False, keep_recent=100)
+            config = GovernanceConfig(
+                max_output_share=0.5, context_window_tokens=window, cache_stable=False, keep_recent=100
+            )
             return govern_anthropic(history, model=CLAUDE, config=config)
 
         first = governed(messages, 20_000)
@@ -921,7 +927,7 @@ def test_a_later_smaller_pass_leaves_one_note_for_every_turn_cut(
     steps, first_window, second_window = session
 
     def governed(history: Messages, window: int) -> Messages:
-        config = GovernanceConfig(context_window_tokens=window, cache_stable=False)
+        config = GovernanceConfig(max_output_share=0.5, context_window_tokens=window, cache_stable=False)
         if fmt == "anthropic":
             return govern_anthropic(history, model=CLAUDE, config=config).messages
         if fmt == "responses":
@@ -994,10 +1000,16 @@ def test_a_run_split_by_reasoning_reads_as_two_turns_and_governs_in_one_pass() -
 def test_a_blank_only_request_keeps_a_user_turn(model: str) -> None:
     """Strict profiles drop blank user messages, but never the only one: GLM answers 1214 to a
     request of system messages alone."""
-    out = govern([system(), user("   ")], model=model, config=GovernanceConfig(context_window_tokens=10_000))
+    out = govern(
+        [system(), user("   ")],
+        model=model,
+        config=GovernanceConfig(max_output_share=0.5, context_window_tokens=10_000),
+    )
     assert out.messages[-1] == {"role": "user", "content": "(empty message)"}
     assert out.report.steps["empty_user_kept"] == 1
-    again = govern(out.messages, model=model, config=GovernanceConfig(context_window_tokens=10_000))
+    again = govern(
+        out.messages, model=model, config=GovernanceConfig(max_output_share=0.5, context_window_tokens=10_000)
+    )
     assert again.messages == out.messages
 
 
@@ -1048,7 +1060,7 @@ def test_explain_says_what_happened_to_each_message() -> None:
             assistant(None, call(f"g{i}", "Grep", pattern=f"p{i}")),
             result(f"g{i}", long_text(1_500, f"g{i}")),
         ]
-    config = GovernanceConfig(context_window_tokens=12_000, cache_stable=False)
+    config = GovernanceConfig(max_output_share=0.5, context_window_tokens=12_000, cache_stable=False)
     data = explain({"model": "openai/gpt-4o", "messages": messages}, model="openai/gpt-4o", config=config).as_dict()
     assert "noted" in {row["fate"] for row in data["after"]}
     huge = [*messages, assistant(None, call("n", "Bash", command="pytest")), result("n", run_output(3_000, "huge"))]
@@ -1073,7 +1085,7 @@ class TestSummaryInTheNotesPlace:
             ]
         return history
 
-    CONFIG = GovernanceConfig(context_window_tokens=10_000, cache_stable=True)
+    CONFIG = GovernanceConfig(max_output_share=0.5, context_window_tokens=10_000, cache_stable=True)
 
     def governed(self, rounds: int, summaries: dict[str, str] | None = None) -> Any:
         from litellm_governance import govern_request

@@ -240,9 +240,10 @@ def test_an_old_result_over_half_the_room_is_compacted_whatever_its_age() -> Non
     ]
     whole = govern(messages, model="openai/gpt-4o", config=GovernanceConfig(context_window_tokens=10**6))
     overhead = 10**6 - (whole.report.budget or 0)  # what the window keeps for the reply and the margin
+    # (reserved as at 1M: the share of a window this small would reserve less)
     big = TokenCounter(encoding_for_model("openai/gpt-4o"), TokenCache()).message(messages[3])
     window = overhead + int(whole.report.tokens_before * 1.2)  # fits whole, with the big result over half the room
-    config = GovernanceConfig(context_window_tokens=window, cache_stable=True)
+    config = GovernanceConfig(context_window_tokens=window, cache_stable=True, max_output_share=0.9)
     out = govern(messages, model="openai/gpt-4o", config=config)
     assert out.report.budget is not None and big > out.report.budget // 2
     assert out.report.steps.get("compacted") == 1 and "snipped" not in out.report.steps

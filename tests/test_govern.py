@@ -157,8 +157,11 @@ class TestReport:
     def test_summary_of_an_unchanged_request(self) -> None:
         """Nothing changed: the summary says so, not "tokens=10->10"."""
         out = govern([user()], model=GLM, config=window(16_000))
-        assert out.report.summary() == (
-            f"unchanged; tokens={out.report.tokens_after}; ratio=1.15 static; profile=strict; budget=10880"
+        assert (
+            out.report.summary()
+            == (
+                f"unchanged; tokens={out.report.tokens_after}; ratio=1.15 static; profile=strict; budget=10976"  # (4,000 reserved: a quarter of 16,000)
+            )
         )
         assert govern([user()], model="openai/gpt-4o").report.summary().endswith("profile=permissive; budget=122880")
 

@@ -140,6 +140,15 @@ class TestWhatARequestAdds:
         assert report["over_budget"]
         assert value("litellm_governance_over_budget_total", model_group=g) == 1
 
+    def test_a_lowered_max_output(self) -> None:
+        """Claude Code's 32,000 on a 32k window goes out lowered: counted, as the header says."""
+        g = group()
+        report = Driver.report(Driver(context_window_tokens=32_768).send([user("go")], g, max_tokens=32_000))
+        assert report["max_output_lowered_from"] == 32_000 and "max_output=32000->8192" in report["summary"]
+        assert value("litellm_governance_max_output_lowered_total", model_group=g) == 1
+        Driver(context_window_tokens=32_768).send([user("go")], g, max_tokens=4_000)
+        assert value("litellm_governance_max_output_lowered_total", model_group=g) == 1
+
     def test_a_request_counts_once(self) -> None:
         """A failed attempt and its fallback (one trace) are one request; a failure is counted too."""
         g, driver = group(), Driver()

@@ -169,7 +169,8 @@ def test_sync_completion_gets_no_hook_but_the_wrapper_governs(
 
 def test_sync_completion_uses_the_registered_hooks_options(upstream: RecordingUpstream) -> None:
     """`completion()` governs with the options of the GovernanceHook in litellm.callbacks, as the async
-    calls do: a 16k window gives a budget of 10,880, not the model's 194,880."""
+    calls do: a 16k window gives a budget of 10,976 (4,000 reserved for the output: a quarter of the
+    window), not the model's."""
     from bench.sessions import make_session
 
     session = make_session(200, seed=5)
@@ -180,7 +181,7 @@ def test_sync_completion_uses_the_registered_hooks_options(upstream: RecordingUp
         sent = last_messages(upstream)
         explicit = GovernanceConfig(context_window_tokens=16_000, cache_stable=False)
         expected = govern_request({"model": "zai/glm-4.6", "messages": session}, config=explicit)
-        assert expected.report.budget == 10_880 and expected.report.changed
+        assert expected.report.budget == 10_976 and expected.report.changed
         assert [m.get("tool_call_id") or m["role"] for m in sent] == [
             m.get("tool_call_id") or m["role"] for m in expected.request["messages"]
         ]

@@ -104,7 +104,9 @@ def test_the_summary_is_written_off_the_request_path_and_then_used(
     is still held by the upstream); while the cut point stays, requests keep that very note (the
     prompt cache holds); at the next cut point the note opens with the summary."""
     upstream, replies = summariser
-    hook = GovernanceHook(context_window_tokens=10_000, cache_stable=True, summary_model="openai/summariser")
+    hook = GovernanceHook(
+        context_window_tokens=10_000, max_output_share=0.5, cache_stable=True, summary_model="openai/summariser"
+    )
     saved = list(litellm.callbacks)
     litellm.callbacks = [hook]
 
@@ -143,7 +145,9 @@ def test_a_failing_summariser_changes_nothing(
     upstream, replies = summariser
     replies.fail = True
     replies.release.set()
-    hook = GovernanceHook(context_window_tokens=10_000, cache_stable=True, summary_model="openai/summariser")
+    hook = GovernanceHook(
+        context_window_tokens=10_000, max_output_share=0.5, cache_stable=True, summary_model="openai/summariser"
+    )
     saved = list(litellm.callbacks)
     litellm.callbacks = [hook]
 
@@ -168,7 +172,9 @@ def test_literal_requests_ask_for_no_summary(summariser: tuple[RecordingUpstream
     """With the literal rules the cut moves every turn: no summary would ever be used, none is asked."""
     upstream, replies = summariser
     replies.release.set()
-    hook = GovernanceHook(context_window_tokens=10_000, cache_stable=False, summary_model="openai/summariser")
+    hook = GovernanceHook(
+        context_window_tokens=10_000, max_output_share=0.5, cache_stable=False, summary_model="openai/summariser"
+    )
     saved = list(litellm.callbacks)
     litellm.callbacks = [hook]
     try:

@@ -12,6 +12,8 @@ litellm_governance.proxy_handler_instance]``), in multi-worker mode too (``PROME
   the pipeline removed (``report.tokens_removed``, the ``removed=`` of the header; a stage that added
   more than it removed adds nothing);
 * ``litellm_governance_over_budget_total{model_group}``: requests still over budget after governance;
+* ``litellm_governance_max_output_lowered_total{model_group}``: requests whose own max output field
+  went out lowered to the reservation (``max_output=A->B`` in the header);
 * ``litellm_governance_latency_seconds{format}``: the time each governing pass took (a deployment pass
   that finds the proxy's pre-call pass already did the work is not one);
 * ``litellm_governance_token_ratio{deployment}``: the token ratio the last pass for a deployment used
@@ -103,6 +105,12 @@ SERIES: Final[tuple[Series, ...]] = (
         "counter",
         ("model_group",),
         "Requests still over their budget after governance (even the smallest valid request did not fit).",
+    ),
+    Series(
+        "litellm_governance_max_output_lowered_total",
+        "counter",
+        ("model_group",),
+        "Requests whose max output went out lowered so that the history keeps its share of the window.",
     ),
     Series(
         "litellm_governance_latency_seconds",
@@ -213,6 +221,7 @@ class Metrics:
         self._requests = client.Counter(*series("litellm_governance_requests_total"), registry=target)
         self._tokens = client.Counter(*series("litellm_governance_tokens_removed_total"), registry=target)
         self._over_budget = client.Counter(*series("litellm_governance_over_budget_total"), registry=target)
+        self._lowered = client.Counter(*series("litellm_governance_max_output_lowered_total"), registry=target)
         self._latency = client.Histogram(
             *series("litellm_governance_latency_seconds"), registry=target, buckets=BUCKETS
         )
@@ -290,6 +299,8 @@ class Metrics:
                     self._tokens.labels(group, self._labels("step", stage)).inc(tokens)
         if entry.get("over_budget") is True:
             self._over_budget.labels(group).inc()
+        if isinstance(entry.get("max_output_lowered_from"), int):
+            self._lowered.labels(group).inc()
 
     def _failed(self, exc: BaseException) -> None:
         self._failures.failure(exc, "metrics skipped (%s at %s): the request is not affected")

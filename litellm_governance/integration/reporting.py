@@ -13,10 +13,13 @@ from typing import Any, Final
 from .._report import GovernanceReport
 from .._request import Format
 from .fields import METADATA, spend_logs
+from .logonce import LogOnce
 
 __all__ = ["HEADER", "REPORT_KEY", "header", "log_report", "logger", "record", "report_slot", "with_notes"]
 
 logger = logging.getLogger("litellm_governance")
+# Deployments whose budget was 0 (warned about once each).
+_no_budget = LogOnce(logger)
 
 #: Response header the proxy adds to governed requests.
 HEADER: Final = "x-litellm-governance"
@@ -57,7 +60,18 @@ def with_notes(report: GovernanceReport, notes: list[str]) -> GovernanceReport:
 
 
 def log_report(report: GovernanceReport, stage: str) -> None:
-    """The one INFO line for a changed request (figures only)."""
+    """The one INFO line for a changed request (figures only), and a WARNING, once per deployment, when
+    nothing of the window was left for the history (a max output the operator let the client keep)."""
+    if report.budget == 0 and report.context_window:
+        _no_budget.log(
+            report.model,
+            logging.WARNING,
+            "no budget left for the history of requests to %s: max output %d of a %d-token window "
+            "(set max_output_share, or fit_max_output: true)",
+            report.model,
+            report.max_output_tokens,
+            report.context_window,
+        )
     if report.changed:
         logger.info(
             "governed %s [%s, %s, %s]: %s", report.model, report.format, report.profile, stage, report.summary()

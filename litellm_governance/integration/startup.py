@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._config import short_repr, suggestion
+from .._config import GovernanceConfig, short_repr, suggestion
 from .._errors import ConfigError
 from .._models import import_litellm
 from .._profiles import PROFILES
@@ -49,7 +49,10 @@ def proxy_instance() -> GovernanceHook:
     check_proxy_settings()
     try:
         hook = GovernanceHook()
-        check_model_list(configured_model_list())
+        models = configured_model_list()
+        check_model_list(models)
+        for warning in output_warnings(models, hook.config):
+            logger.warning("%s", warning)
     except ConfigError as exc:
         logger.error("litellm-governance cannot start: %s", exc)
         raise
@@ -102,14 +105,7 @@ def validate_deployments(deployments: list[Mapping[str, Any]]) -> list[str]:
     """Problems in the governance fields of a proxy's ``model_list`` (one line each, naming the
     deployment and the field)."""
     problems: list[str] = []
-    for index, deployment in enumerate(deployments):
-        if not isinstance(deployment, Mapping):
-            continue
-        info = deployment.get("model_info")
-        if not isinstance(info, Mapping):
-            continue
-        name = deployment.get("model_name")
-        where = f"model_list[{index}] (model_name {short_repr(name)})"
+    for where, info in _model_infos(deployments):
         for key in info:
             if isinstance(key, str) and key.startswith("governance") and key not in _MODEL_INFO_FIELDS:
                 hint = suggestion(key, list(_MODEL_INFO_FIELDS))
@@ -121,6 +117,37 @@ def validate_deployments(deployments: list[Mapping[str, Any]]) -> list[str]:
             hint = suggestion(str(profile), list(PROFILES))
             problems.append(f"{where}: model_info.governance_profile is not one of {', '.join(sorted(PROFILES))}{hint}")
     return problems
+
+
+def _model_infos(deployments: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each deployment with a ``model_info``: where it is (``model_list[i] (model_name 'x')``) and it."""
+    found = []
+    for index, deployment in enumerate(deployments):
+        info = deployment.get("model_info") if isinstance(deployment, Mapping) else None
+        if isinstance(info, Mapping):
+            found.append((f"model_list[{index}] (model_name {short_repr(deployment.get('model_name'))})", info))
+    return found
+
+
+def output_warnings(deployments: list[Mapping[str, Any]], config: GovernanceConfig) -> list[str]:
+    """A max output — the deployment's own, or the plugin's default — at or above a deployment's
+    window: said at start-up (the reservation is capped at ``max_output_share`` of the window, so the
+    history keeps a budget, but the setting is not what the operator meant)."""
+    found = []
+    for where, info in _model_infos(deployments):
+        window = info.get("max_input_tokens")
+        if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+            continue
+        cap = f"the reservation is capped at max_output_share ({config.max_output_share}) of the window"
+        stated = info.get("max_output_tokens")
+        if isinstance(stated, int) and not isinstance(stated, bool) and stated >= window:
+            found.append(f"{where}: model_info.max_output_tokens ({stated}) is not below its window ({window}): {cap}")
+        if config.max_output_tokens >= window:
+            found.append(
+                f"{where}: the governance option max_output_tokens ({config.max_output_tokens}) is not below its "
+                f"window ({window}): {cap}"
+            )
+    return found
 
 
 def _validate_proxy_models_soon() -> None:

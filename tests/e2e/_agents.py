@@ -8,8 +8,8 @@ What each setting is for (measured with both CLIs; see the issue note of #17):
 * Claude Code: ``ANTHROPIC_BASE_URL`` without ``/v1`` (it posts ``/v1/messages?beta=true``), the
   key as ``Authorization: Bearer`` (``ANTHROPIC_AUTH_TOKEN``); ``--allowedTools Bash`` lets every
   shell command run (as root ``--dangerously-skip-permissions`` is refused); the four ``DISABLE_*``
-  variables stop its calls home; ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` sets ``max_tokens`` (default
-  32000, which leaves a small test window no room); ``DISABLE_COMPACT=1`` makes a context-length
+  variables stop its calls home; ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` sets ``max_tokens`` (unset, as
+  users run it: 32,000, which the plugin fits to the window); ``DISABLE_COMPACT=1`` makes a context-length
   rejection end the run instead of being summarised away.
 * Codex: ``$CODEX_HOME/config.toml`` names a ``wire_api = "responses"`` provider at the base URL
   (``/v1`` appended: it posts ``/v1/responses``), no approvals and no sandbox, no retries (a
@@ -105,7 +105,7 @@ def run_claude(
     workdir: Path,
     *,
     task: str = TASK,
-    max_output_tokens: int = 8192,
+    max_output_tokens: int | None = None,
     env: Mapping[str, str] | None = None,
     max_turns: int = 40,
     resume: bool = False,
@@ -125,7 +125,7 @@ def run_claude(
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
+        **({"CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens)} if max_output_tokens is not None else {}),
         **(env or {}),
     }
     command = [

@@ -234,3 +234,28 @@ def test_a_misspelled_deployment_field_stops_start_up_too(
     first_error = next(line for line in log.splitlines() if "ERROR" in line)
     assert "litellm-governance cannot start" in first_error and "model_list[1] (model_name 'glm')" in first_error
     assert expected in first_error and f"(did you mean {meant!r}?)" in first_error
+
+
+def test_a_max_output_that_fills_a_deployments_window_is_said_at_start_up(
+    upstream: RecordingUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``max_output_tokens: 40000`` with a 32,768-token deployment used to start the proxy silently and
+    then strip every request to a budget of 0: start-up now says so, naming the option and the
+    deployment, and a long request keeps three quarters of the window less the safety buffer."""
+    from ._proxy import start_proxy
+
+    config = {
+        "model_list": [
+            *models(upstream),
+            model_entry("glm", "zai/glm-4.6", upstream.base_url, max_input_tokens=32_768),
+        ],
+        "litellm_settings": {"callbacks": ["litellm_governance.proxy_handler_instance"], "num_retries": 0},
+        "callback_settings": {"governance": {"max_output_tokens": 40_000}},
+    }
+    with start_proxy(config, workdir=tmp_path_factory.mktemp("max_output"), timeout=90) as proxy:
+        warned = [line for line in proxy.log_tail(400).splitlines() if "WARNING" in line and "max_output" in line]
+        assert warned and "model_list[1] (model_name 'glm')" in warned[0]
+        assert "max_output_tokens (40000) is not below its window (32768)" in warned[0]
+        status, headers, _ = proxy.post("/v1/chat/completions", {"model": "glm", "messages": make_session(240, seed=3)})
+    assert status == 200
+    assert "budget=23552" in headers["x-litellm-governance"] and "over_budget" not in headers["x-litellm-governance"]
