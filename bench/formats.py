@@ -1,7 +1,8 @@
 """Benchmark: governing each request format — chat, Anthropic Messages (Claude Code), Responses
 (Codex) — against one tiktoken pass over the same text, cold and warm.
 
-Run ``python bench/formats.py`` from the repository root (``--quick`` for a smoke run). For each
+Run ``python bench/formats.py`` from the repository root (400 messages; ``--sizes 100,400,1600``
+for more, ``--quick`` for a smoke run). For each
 format, on the same realistic sessions (`bench.sessions`, dressed by `bench.agent_shapes`) for
 ``openai/gpt-4o`` (o200k_base), with the request's tool schemas:
 
@@ -38,6 +39,7 @@ from litellm_governance._tokens import _json, _message_pieces, token_cache
 
 MODEL = "openai/gpt-4o"
 CONFIG = GovernanceConfig(context_window_tokens=1_000_000)  # measure counting and repairs, not cutting
+TARGET_COLD_OVER_PASS = 2.0
 
 Body = dict[str, Any]
 
@@ -127,10 +129,13 @@ def results(*, sizes: Sequence[int] = (400,), reps: int = 9) -> list[dict[str, A
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--quick", action="store_true", help="100 and 400 messages, 3 repetitions")
+    parser.add_argument("--sizes", help="comma-separated session lengths in messages (default 400)")
     parser.add_argument("--reps", type=int, default=None)
     args = parser.parse_args(argv)
-    sizes = (100, 400) if args.quick else (100, 400, 1600)
+    sizes: tuple[int, ...] = (100, 400) if args.quick else (400,)
+    if args.sizes:
+        sizes = tuple(int(size) for size in args.sizes.split(","))
     reps = args.reps or (3 if args.quick else 9)
     print(f"# govern_request per format ({MODEL}, medians of {reps}, interleaved)\n")
     print("| format | messages | tokens | tiktoken pass | cold | warm | cold / pass | warm / cold |")

@@ -19,7 +19,7 @@ its very last round to hit the exact length.
 Token counts use o200k_base loaded from the BPE file LiteLLM bundles, so nothing here needs a
 network (tiktoken would otherwise download the encoding and hang offline).
 
-Public API: `make_session`, `make_tools`, `next_round`, `replay`, `session_tokens`.  Run
+Public API: `make_session`, `make_tools`, `next_round`, `replay`, `replay_tasks`, `session_tokens`.  Run
 ``python -m bench.sessions`` for a size summary.
 """
 
@@ -52,6 +52,7 @@ __all__ = [
     "make_tools",
     "next_round",
     "replay",
+    "replay_tasks",
     "session_tokens",
 ]
 
@@ -1466,15 +1467,37 @@ def replay(n_rounds: int, *, seed: int = 0) -> Iterator[list[Message]]:
     yielded list is new, consecutive turns are prefixes of one another, and message objects are
     shared between turns but never mutated.  Turn k+1 equals ``next_round(turn_k, seed=seed)``.
     """
-    task = _task(seed)
-    current = _head(task)
+    return replay_tasks(1, n_rounds, seed=seed)
+
+
+def replay_tasks(n_tasks: int, rounds: int, *, seed: int = 0) -> Iterator[list[Message]]:
+    """Yield the request message list of each turn of one conversation that chains several tasks.
+
+    The conversation starts as `replay`'s for ``seed`` does (one task: `replay` itself) and runs
+    ``rounds`` tool rounds of its task; then the assistant reports back in a text message and the
+    user sends the next task (the task statement of seed ``seed + 1``, then ``seed + 2`` ...), whose
+    ``rounds`` tool rounds follow in the same conversation, up to ``n_tasks`` tasks. A list is
+    yielded after the task statement and after every round; consecutive lists are prefixes of one
+    another, and call ids never repeat.
+    """
+    head = _task(seed)
+    current = _head(head)
     taken: set[str] = set()
     yield list(current)
-    for k in range(n_rounds):
-        rnd = _round(task, k, taken)
-        taken.update(_ids(rnd))
-        current = [*current, *rnd]
-        yield list(current)
+    for i in range(n_tasks):
+        task = _task(seed + i)
+        if i:
+            current = [
+                *current,
+                {"role": "assistant", "content": _filler(_task(seed + i - 1), rounds, _SUMMARIES, "summary")},
+                {"role": "user", "content": f"Thanks. Next task:\n\n{task.user}"},
+            ]
+            yield list(current)
+        for k in range(rounds):
+            rnd = _round(task, k, taken)
+            taken.update(_ids(rnd))
+            current = [*current, *rnd]
+            yield list(current)
 
 
 # --------------------------------------------------------------------------------------------

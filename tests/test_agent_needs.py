@@ -1018,21 +1018,22 @@ def test_a_blank_only_request_keeps_a_user_turn(model: str) -> None:
 
 @pytest.mark.scale
 def test_action_recall_meets_its_targets_on_replayed_loops() -> None:
-    """Two replayed coding-agent loops at 32k (bench/recall.py, quick): from the first cut on, the
-    mean share of calls still recognisable is at least 0.9 and no loop's is below 0.7 (before: 0.48
-    to 0.54, measured in the same run); every request within budget, every newest result whole."""
+    """Two replayed single-task coding-agent loops at 32k (bench/recall.py --single, quick): from the
+    first cut on, the mean share of calls still recognisable is at least 0.9 and no loop's is below
+    0.7 (without the note, measured in the same run: about 0.7); every request within budget, every
+    newest result whole."""
     from bench import recall
 
-    results = recall.measure(recall.SEEDS[:2], 150, [32_000], "default", processes=1)
+    results = recall.measure(recall.SEEDS[:2], 150, single=True, processes=1)
     every = [r for requests in results.values() for r in requests]
     assert len(every) >= 100, "the loops must spend most turns with a history that no longer fits"
     means = [sum(r.recall for r in requests) / len(requests) for requests in results.values()]
-    assert sum(r.recall for r in every) / len(every) >= recall.TARGET_MEAN
-    assert min(means) >= recall.TARGET_MIN
-    before = sum(r.recall_before for r in every) / len(every)
-    assert sum(r.recall for r in every) / len(every) - before >= 0.15  # the figure means something
+    assert sum(r.recall for r in every) / len(every) >= 0.9
+    assert min(means) >= 0.7
+    without = sum(r.recall_without_note for r in every) / len(every)
+    assert sum(r.recall for r in every) / len(every) - without >= 0.15  # the figure means something
     assert not any(r.over for r in every) and all(r.newest_whole for r in every)
-    assert max(r.note_tokens / r.budget for r in every) <= 0.1
+    assert max(r.note_share for r in every) <= 0.1
 
 
 def test_clients_may_turn_the_note_off_where_the_operator_allows_overrides() -> None:
