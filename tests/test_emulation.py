@@ -1005,6 +1005,23 @@ def test_record_dir_writes_every_request(tmp_path: Path) -> None:
     assert "sk-secret" not in "".join(f.read_text() for f in files)
 
 
+def test_record_dir_numbers_on_after_a_restart(tmp_path: Path) -> None:
+    """A second upstream on the same directory (a restarted ``--record-dir``) numbers on after the
+    highest file already there: nothing recorded earlier is overwritten."""
+    directory = tmp_path / "records"
+    for text in ("first run", "second run"):
+        with RecordingUpstream(record_dir=directory) as upstream:
+            for _ in range(2):
+                assert post(upstream.base_url + "/chat/completions", chat("m", user(text)))[0] == 200
+    (directory / "notes.json").write_text("{}")  # not a recording: no number of its own
+    with RecordingUpstream(record_dir=directory) as upstream:
+        assert post(upstream.base_url + "/chat/completions", chat("m", user("third run")))[0] == 200
+    files = sorted(directory.glob("0*.json"))
+    assert [f.name for f in files] == [f"{n:06d}.json" for n in range(1, 6)]
+    texts = [json.loads(f.read_text())["body"]["messages"][0]["content"] for f in files]
+    assert texts == ["first run", "first run", "second run", "second run", "third run"]
+
+
 def test_cli_emulates_and_records(tmp_path: Path) -> None:
     directory = tmp_path / "cli-records"
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
