@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -18,7 +19,7 @@ from litellm_governance import GovernanceConfig, govern
 from litellm_governance.testing import RecordingUpstream
 
 from ..validity import problems
-from .conftest import ProxyFactory
+from .conftest import GOVERNANCE_CALLBACK, ProxyFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -124,6 +125,68 @@ def test_proxy_config_example(proxy_factory: ProxyFactory, upstream: RecordingUp
         assert "x-litellm-governance" in response.headers
         sent = upstream.bodies(kind="messages")[-1]["messages"]
         assert [m["role"] for m in sent] == ["user", "assistant", "user"]  # Anthropic format, after LiteLLM
+
+
+def docs_snippet(page: str, marker: str) -> str:
+    """The Python block of a docs page that holds `marker`."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    return next(s for s in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL) if marker in s)
+
+
+def agent_history(rounds: int = 40) -> list[dict[str, Any]]:
+    """A task and `rounds` file reads of about 2,000 tokens each: far more than 32k, far less than 200k."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    messages.append({"role": "user", "content": "Review every module."})
+    for i in range(rounds):
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": f"Reading module {i}.", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": f"module {i} line\n" * 500})
+    return messages
+
+
+def test_the_testing_cli_prints_a_deployment_governed_for_its_window(
+    tmp_path: Path, proxy_factory: ProxyFactory
+) -> None:
+    """``python -m litellm_governance.testing --emulate glm --window 32768`` prints a deployment that,
+    pasted into a proxy config, makes the plugin budget for the stand-in's window (not LiteLLM's 200k
+    for GLM): a 40-read history reaches the stand-in fitted, and it answers 200."""
+    from ..test_emulation import cli_env, cli_output
+
+    records = tmp_path / "requests"
+    command = [sys.executable, "-m", "litellm_governance.testing", "--port", "0", "--emulate", "glm"]
+    command += ["--window", "32768", "--record-dir", str(records)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        _, entry = cli_output(process)
+        proxy = proxy_factory([GOVERNANCE_CALLBACK], model_list=[entry])
+        with proxy.client() as client:
+            response = client.post("/v1/chat/completions", json={"model": "glm", "messages": agent_history()})
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert response.status_code == 200, response.text[:500]
+    (recorded,) = [json.loads(path.read_text()) for path in sorted(records.glob("*.json"))]
+    assert recorded["status"] == 200 and recorded["rule"] is None
+    assert len(recorded["body"]["messages"]) < len(agent_history())
+
+
+def test_the_start_proxy_example_of_the_testing_docs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/testing.md's `start_proxy` example runs as written, and its deployment tells the plugin the
+    window the stand-in enforces (``model_info.max_input_tokens``)."""
+    from litellm_governance import testing
+
+    configs: list[dict[str, Any]] = []
+    real_start = testing.start_proxy
+
+    def start(config: dict[str, Any], **options: Any) -> Any:
+        configs.append(config)
+        return real_start(config, **{**options, "workdir": tmp_path / "proxy", "fast_start": True})
+
+    monkeypatch.setattr(testing, "start_proxy", start)
+    namespace: dict[str, Any] = {}
+    exec(docs_snippet("testing.md", "start_proxy(config"), namespace)
+    ((entry,),) = [config["model_list"] for config in configs]
+    assert entry["model_info"]["max_input_tokens"] == namespace["upstream"].emulation.window == 32768
 
 
 @pytest.mark.scale
