@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -63,20 +64,62 @@ def test_demo(upstream: RecordingUpstream) -> None:
     assert "wrote the HTML report to .demo/report.html" in explained.stdout and report.stat().st_size > 10_000
 
 
-def test_sdk_quickstart(upstream: RecordingUpstream) -> None:
-    """Async (hook) and sync (wrapper) calls both reach the provider governed for GLM."""
-    done = run_example("sdk_quickstart.py", upstream)
+def documented_run(name: str, records: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run an example as its docstring says to offline: its ``python -m litellm_governance.testing``
+    line (port 0 for 8099, plus ``--record-dir``), then its ``EXAMPLE_API_BASE=… python examples/…``
+    line with the printed URL, in an environment with no provider key and no EXAMPLE_* variable."""
+    from ..test_emulation import cli_env, cli_output
+
+    doc = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8"))) or ""
+    lines = [line.strip() for line in doc.splitlines() if line.startswith("    ")]
+    serve = shlex.split(next(line for line in lines if line.startswith("python -m litellm_governance.testing")))
+    example = shlex.split(next(line for line in lines if line.startswith("EXAMPLE_API_BASE=")))
+    serve = [sys.executable if word == "python" else "0" if word == "8099" else word for word in serve]
+    process = subprocess.Popen(
+        [*serve, "--record-dir", str(records)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    try:
+        api_base, _ = cli_output(process)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("EXAMPLE_", "ZAI_"))}
+        env |= {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
+        while "=" in example[0]:
+            variable, value = example.pop(0).split("=", 1)
+            env[variable] = value.replace("http://127.0.0.1:8099/v1", api_base)
+        assert example[:2] == ["python", f"examples/{name}"], example
+        done = subprocess.run(
+            [sys.executable, *example[1:]], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def recorded_bodies(records: Path, model: str) -> list[dict[str, Any]]:
+    """The bodies of the requests for `model` the documented upstream recorded, oldest first."""
+    bodies = [json.loads(path.read_text())["body"] for path in sorted(records.glob("*.json"))]
+    return [body for body in bodies if isinstance(body, dict) and body.get("model") == model]
+
+
+def test_sdk_quickstart(tmp_path: Path) -> None:
+    """Run as its docstring says, against the GLM stand-in: async (hook) and sync (wrapper) calls
+    both reach it governed for GLM, and it accepts both."""
+    done = documented_run("sdk_quickstart.py", tmp_path / "requests")
     assert "governance: backfilled=1; merged=1; trailing_assistant_dropped=1" in done.stdout
-    bodies = upstream.bodies(model="glm-4.6")
+    assert done.stdout.count("reply: ok") == 2
+    bodies = recorded_bodies(tmp_path / "requests", "glm-4.6")
     assert len(bodies) == 2 and bodies[0]["messages"] == bodies[1]["messages"]
     assert problems(bodies[0]["messages"], "strict") == []
 
 
-def test_router_fallbacks(upstream: RecordingUpstream) -> None:
-    """The first deployment fails; the fallback gets the request re-fitted to its 16k window."""
-    done = run_example("router_fallbacks.py", upstream)
+def test_router_fallbacks(tmp_path: Path) -> None:
+    """Run as its docstring says: the first deployment fails; the fallback gets the request re-fitted
+    to its 16k window, which the upstream enforces."""
+    done = documented_run("router_fallbacks.py", tmp_path / "requests")
     assert "answered by:" in done.stdout
-    first, fallback = upstream.bodies(model="up-failing")[-1], upstream.bodies(model="up-small")[-1]
+    first = recorded_bodies(tmp_path / "requests", "up-failing")[-1]
+    fallback = recorded_bodies(tmp_path / "requests", "up-small")[-1]
     assert len(fallback["messages"]) < len(first["messages"])
     report = govern(
         fallback["messages"],
