@@ -72,6 +72,18 @@ class TestGeneratedPages:
             for rule_id, entry in provider["rules"].items():
                 assert entry["litellm"].strip() and entry["governance"].strip(), rule_id
 
+    def test_every_rule_cites_what_a_reader_can_check(self) -> None:
+        """A rule's source is public (a link a reader can open) or says it was not verified: never a
+        private brief, nor a thread "not readable offline"; the GLM and DeepSeek rules once cited so
+        each link a public thread now."""
+        from litellm_governance.testing.emulation import RULES, RULES_BY_ID
+
+        for rule in RULES:
+            cited = f"{rule.source} {rule.note or ''}".lower()
+            assert "brief" not in cited and "offline" not in cited, rule.id
+        for rule_id in ("bedrock.first_user", "deepseek.reasoner_first_user", "glm.consecutive_assistant"):
+            assert "https://github.com/" in RULES_BY_ID[rule_id].source, rule_id
+
     def test_no_generated_table_row_is_a_wall_of_text(self, generator: ModuleType) -> None:
         """Provider evidence is paragraphs, not table cells: no table row of a provider page over 300 characters."""
         for path, text in generator.render().items():
