@@ -140,3 +140,14 @@ def test_the_runtime_never_imports_the_docs() -> None:
     """Nothing under litellm_governance imports docs/generate.py."""
     for path in (ROOT / "litellm_governance").rglob("*.py"):
         assert not re.search(r"^\s*(from|import)\s+(docs|generate)\b", path.read_text(encoding="utf-8"), re.M), path
+
+
+def test_the_pages_say_what_the_code_does_on_an_overflow_and_a_scrape() -> None:
+    """Calibration tightens on the overflow texts LiteLLM does not map (tests/test_calibration.py checks
+    it), so no page says it learns from `usage` only there; the operations page says to scrape /metrics/
+    (tests/e2e/test_metrics_e2e.py checks the 307)."""
+    calibration = (DOCS / "calibration.md").read_text(encoding="utf-8")
+    providers = (DOCS / "providers" / "index.md").read_text(encoding="utf-8")
+    assert "from `usage` only" not in calibration and "learns from `usage` there instead" not in providers
+    assert '"Prompt exceeds max length"' in calibration and "by deployment 'zai/glm-4.6'" in calibration
+    assert "Scrape `/metrics/`" in (DOCS / "operations.md").read_text(encoding="utf-8")
