@@ -141,3 +141,16 @@ def test_make_test_is_offline_as_the_readme_says() -> None:
     assert re.search(r"^lint: setup$", makefile, flags=re.MULTILINE)
     head = README.read_text(encoding="utf-8").split("\n## ", 1)[0]
     assert "(offline)" in head and "`make clients`" in head
+
+
+def test_getting_started_gives_the_same_commands_and_figures() -> None:
+    """One set of figures: docs/getting-started.md opens with the README's two commands and the README's
+    paragraph on what they need, what `make test` runs and how long both take, word for word."""
+    getting_started = (README.parent / "docs" / "getting-started.md").read_text(encoding="utf-8")
+
+    def opening(text: str) -> tuple[str, str]:
+        block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+        paragraph = text[text.index("What they need:") :].split("\n\n", 1)[0]
+        return block, paragraph
+
+    assert opening(getting_started) == opening(README.read_text(encoding="utf-8"))
