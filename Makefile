@@ -31,8 +31,9 @@ $(TOOLCHAIN): $(RUNTIME)
 setup: $(TOOLCHAIN)
 
 # The real agent CLIs the end-to-end suite drives (Claude Code and Codex, pinned with their lock file
-# in tests/clients): `npm ci` from the registry, once per change of the lock. Without npm the
-# real-client tests skip, saying why (CI installs Node.js and requires them).
+# in tests/clients): `npm ci` from the npm registry, once per change of the lock, and only when asked
+# (`make clients`: `make test` stays offline). Without them the real-client tests skip, saying why
+# (CI runs `make clients` and requires them).
 CLIENTS := tests/clients/node_modules/.installed
 $(CLIENTS): tests/clients/package.json tests/clients/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -51,8 +52,9 @@ lint: setup
 	$(BIN)/lint-imports  # import contracts: pyproject.toml [tool.importlinter]
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # the docs site (mkdocs.yml, docs/): a broken link or page fails
 
-# The whole suite, in parallel (pytest-xdist: one worker per CPU; the real-client runs share one).
-test: lint clients
+# The whole suite, in parallel (pytest-xdist: one worker per CPU; the real-client runs share one),
+# offline: the real-client tests run once `make clients` installed the CLIs, and skip until then.
+test: lint
 	$(BIN)/python -m pytest -n auto
 
 # Before a release: `make test`, then the whole suite on every matrix entry (CI runs only each

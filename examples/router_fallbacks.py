@@ -3,8 +3,12 @@ window of whichever deployment is actually called, on every fallback.
 
     ZAI_API_KEY=... python examples/router_fallbacks.py
 
-Set EXAMPLE_API_BASE to send to a local OpenAI-compatible server instead (the test suite does;
-its model "up-failing" answers with a context-length error, so the fallback is exercised).
+Offline, against a local upstream on which the first deployment's model, "up-failing", answers with
+a context-length error (so the fallback runs) and every request must fit a 16,384-token window (the
+fallback's); start it first, in another terminal (the test suite runs these two commands):
+
+    python -m litellm_governance.testing --port 8099 --fail-model up-failing --window 16384
+    EXAMPLE_API_BASE=http://127.0.0.1:8099/v1 python examples/router_fallbacks.py
 """
 
 from __future__ import annotations

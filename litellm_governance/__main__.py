@@ -50,7 +50,8 @@ class CliError(GovernanceError):
 
 
 def _load(path: str) -> tuple[dict[str, Any], bool]:
-    """The request body in `path`, and whether the file held a bare message list."""
+    """The request body in `path` (a body, or a recording of ``python -m litellm_governance.testing
+    --record-dir``, whose ``body`` it is), and whether the file held a bare message list."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     try:
         data = json.loads(text)
@@ -62,6 +63,8 @@ def _load(path: str) -> tuple[dict[str, Any], bool]:
         ) from None
     if isinstance(data, list):
         return {"messages": data}, True
+    if isinstance(data, dict) and isinstance(data.get("body"), dict) and "messages" not in data and "input" not in data:
+        data = data["body"]  # a request recorded by litellm_governance.testing (--record-dir): its body
     if isinstance(data, dict) and ("messages" in data or "input" in data):
         return data, False
     raise CliError(f"{path}: expected a JSON request body (with 'messages' or 'input') or a list of messages")
@@ -195,7 +198,9 @@ def _main(argv: Sequence[str] | None) -> int:
         epilog=EXPLAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cmd.add_argument("file", help="JSON request body or message list ('-' for stdin)")
+    cmd.add_argument(
+        "file", help="JSON request body, message list or --record-dir recording of the testing upstream ('-': stdin)"
+    )
     cmd.add_argument("--model", help="LiteLLM model string, or a model group of --config (default: the body's)")
     cmd.add_argument("--config", help="proxy config YAML: resolve --model as a model group, read the plugin's options")
     cmd.add_argument("--format", choices=list(FORMATS), help="request format (default: detected from the body)")

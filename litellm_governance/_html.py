@@ -24,7 +24,7 @@ from ._html_assets import CSS as _CSS
 from ._html_assets import SCRIPT as _SCRIPT
 from ._steps import FATES, Kind, step
 
-__all__ = ["FATE_COLOURS", "KIND_COLOURS", "OTHER_COLOUR", "render_html"]
+__all__ = ["FATE_COLOURS", "FATE_PATTERNS", "KIND_COLOURS", "OTHER_COLOUR", "PATTERNS", "render_html"]
 
 # Colours by what a step does to a message (`_steps.Kind`): the Okabe-Ito palette, whose colours
 # readers with any common colour-vision deficiency can tell apart (tests/test_html_report.py checks
@@ -39,9 +39,20 @@ KIND_COLOURS: Final[Mapping[Kind, str]] = {
 }
 #: Colour of a fate this module does not know (shown with its own name in the legend).
 OTHER_COLOUR: Final = "#333333"
+#: Patterns drawn over a cell's colour (CSS background images: gradients, nothing loaded).
+PATTERNS: Final[Mapping[str, str]] = {
+    "stripes": "repeating-linear-gradient(135deg,rgba(255,255,255,.8) 0 2px,transparent 2px 5px)",
+    "bars": "repeating-linear-gradient(0deg,rgba(31,41,51,.6) 0 2px,transparent 2px 6px)",
+}
+#: Fates of one kind that a long request has many of, told apart at a glance: the stage by the hue
+#: (compaction orange, truncation the palette's yellow), the fate by a pattern, which a reader who
+#: cannot tell the hues apart (or sees no colour at all) still sees. Other fates are plain.
+FATE_PATTERNS: Final[Mapping[str, str]] = {"superseded": "stripes", "truncated": "bars"}
+_FATE_HUES: Final[Mapping[str, str]] = {"truncated": "#F0E442"}  # yellow
 #: Every fate's colour, in legend order: `KEPT`, then the steps in their order (`_steps`).
 FATE_COLOURS: Final[Mapping[str, str]] = {
-    fate: KIND_COLOURS[found.kind if (found := step(fate)) is not None else "kept"] for fate in FATES
+    fate: _FATE_HUES.get(fate) or KIND_COLOURS[found.kind if (found := step(fate)) is not None else "kept"]
+    for fate in FATES
 }
 # Roles that get a dark underline in the strips, so the system prompt and user turns stand out.
 _MARKED_ROLES = {"system": "r-sys", "developer": "r-sys", "user": "r-user"}
@@ -200,6 +211,15 @@ def _table(side: str, entries: list[_Entry]) -> str:
     )
 
 
+def _fate_css() -> str:
+    """One rule per fate: its colour, and its pattern where it has one (`FATE_PATTERNS`)."""
+    rules = []
+    for fate, colour in FATE_COLOURS.items():
+        pattern = PATTERNS.get(FATE_PATTERNS.get(fate, ""))
+        rules.append(f".f-{fate}{{background-color:{colour}" + (f";background-image:{pattern}}}" if pattern else "}"))
+    return "".join(rules) + f".f-other{{background-color:{OTHER_COLOUR}}}"
+
+
 def _legend(before: list[_Entry], after: list[_Entry]) -> str:
     items = []
     counts_before, counts_after = Counter(e.fate for e in before), Counter(e.fate for e in after)
@@ -210,7 +230,11 @@ def _legend(before: list[_Entry], after: list[_Entry]) -> str:
             f'<i class="sw {_fate_class(fate)}"></i>{escape(fate)}'
             f'<span class="n">{n_before:,} in · {n_after:,} out</span></li>'
         )
-    return f'<ul class="legend" id="legend">{"".join(items)}</ul>'
+    what = (
+        '<p class="what" id="legend-what">Messages by fate, as the strips and tables show them: cells in the '
+        "request · in the governed request (one fate each: the step that acted on it, or kept).</p>"
+    )
+    return f'{what}<ul class="legend" id="legend">{"".join(items)}</ul>'
 
 
 def _flag(value: Any) -> str:
@@ -271,7 +295,10 @@ def _header(explain: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     chips = ""
     if isinstance(steps, Mapping) and steps:
         chips = "".join(f"<li>{escape(_text(k))} <b>{escape(_text(v))}</b></li>" for k, v in steps.items())
-        chips = f'<ul class="chips" id="steps">{chips}</ul>'
+        chips = (
+            '<p class="what" id="steps-what">Steps, as the report counts them: how many times each acted '
+            f'(a merge of two messages is one).</p><ul class="chips" id="steps">{chips}</ul>'
+        )
     notes = report.get("notes")
     notes_list = [_text(n) for n in notes] if isinstance(notes, list | tuple) else []
     notes_html = "".join(f"<li>{escape(n)}</li>" for n in notes_list)
@@ -341,8 +368,7 @@ def render_html(explain: Mapping[str, Any]) -> str:
     _link(before, after)
     window = _int(report.get("context_window"))
     row_tokens, row_what = _row_tokens(window, before, after)
-    fate_css = "".join(f".f-{fate}{{background:{colour}}}" for fate, colour in FATE_COLOURS.items())
-    fate_css += f".f-other{{background:{OTHER_COLOUR}}}"
+    fate_css = _fate_css()
     title = f"Governance: {_text(explain.get('model') or report.get('model'))}"
 
     def side_title(name: str, entries: list[_Entry]) -> str:

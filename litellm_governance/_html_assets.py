@@ -41,6 +41,7 @@ h2 small,.muted{color:var(--muted);font-weight:400}
 .chips{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0 8px;padding:0;list-style:none}
 .chips li{background:var(--panel);border:1px solid var(--line);border-radius:12px;padding:1px 9px;font-size:12px}
 .notes{margin:4px 0 0;padding-left:20px}
+.what{font-size:12px;color:var(--muted);margin:8px 0 2px}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 .legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:8px 0 4px;padding:0;list-style:none;font-size:13px}
 .legend li{display:flex;align-items:center;gap:6px;cursor:default;padding:1px 4px;border-radius:4px}

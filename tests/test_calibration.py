@@ -8,6 +8,7 @@ The proxy, real Redis and real providers' (emulated) answers are in
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import math
@@ -44,7 +45,8 @@ from litellm_governance.integration.calibration_store import (
     Sent,
     apply_in_order,
 )
-from litellm_governance.testing.emulation import PROVIDERS, RULES, check_context, error_response
+from litellm_governance.integration.metrics import deployment_label
+from litellm_governance.testing.emulation import PROVIDERS, RULES, RULES_BY_ID, check_context, error_response
 
 from .builders import assistant, calling, result, system, user
 
@@ -787,6 +789,32 @@ class TestHook:
         h.reject(request, "Prompt exceeds max length")
         _, request = h.send(conversation(200))
         assert h.report(request)["token_ratio"] >= TIGHTEN_STEP - 1e-3
+
+    @pytest.mark.parametrize(
+        "rule_id",
+        ["glm.context_length", "mistral.context_length", "moonshot.context_length", "openai.responses.context_length"],
+    )
+    def test_an_overflow_litellm_does_not_map_tightens_at_once(
+        self, harness: Callable[..., Harness], rule_id: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """LiteLLM raises BadRequestError, not ContextWindowExceededError, for these providers' overflow
+        texts (so no context_window_fallbacks runs); calibration reads the text itself and tightens the
+        very next request, and its log line names the deployment as the metrics do."""
+        import litellm
+
+        h = harness()
+        _, request = h.send(conversation(200))
+        used = h.report(request)["token_ratio"]
+        text = RULES_BY_ID[rule_id].error.format_map(collections.defaultdict(lambda: "40000"))
+        error = litellm.BadRequestError(message=text, model="up-cal", llm_provider="openai")
+        with caplog.at_level(logging.INFO, logger="litellm_governance"):
+            run(h.hook.async_post_call_failure_deployment_hook(request, error, None))
+        _, request = h.send(conversation(200))
+        report = h.report(request)
+        assert report["ratio_source"].endswith(", tightened") and report["token_ratio"] > used, report
+        logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("calibration:")]
+        assert logged and logged[0].startswith("calibration: context-length rejection by deployment 'openai/up-cal'")
+        assert deployment_label(request["model"], request.get("custom_llm_provider")) == "openai/up-cal"
 
     def test_other_failures_teach_nothing(self, harness: Callable[..., Harness]) -> None:
         """A rate limit or a broken pairing is no news about the tokenizer."""

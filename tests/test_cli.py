@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,22 @@ def test_help_has_no_markup() -> None:
         done = cli(*args)
         assert done.returncode == 0 and "``" not in done.stdout, done.stdout
     assert "litellm-governance explain request.json" in cli("explain", "--help").stdout
+
+
+def test_a_recording_of_the_testing_upstream_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file ``python -m litellm_governance.testing --record-dir`` wrote (the request as a client sent
+    it, in its ``body``) is explained as the body itself."""
+    from litellm_governance.testing import RecordingUpstream
+
+    body = {"model": "glm-4.6", "messages": BROKEN}
+    with RecordingUpstream(record_dir=tmp_path / "sent") as upstream:
+        request = urllib.request.Request(
+            upstream.base_url + "/chat/completions", json.dumps(body).encode(), {"content-type": "application/json"}
+        )
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+            assert answer.status == 200
+    recording = str(tmp_path / "sent" / "000001.json")
+    assert json.loads(Path(recording).read_text())["body"] == body
+    data = run_json(["explain", recording, "--model", "zai/glm-4.6"], capsys)
+    assert data["format"] == "chat" and len(data["before"]) == len(BROKEN)
+    assert data == run_json(["explain", write(tmp_path, "body.json", body), "--model", "zai/glm-4.6"], capsys)

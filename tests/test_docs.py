@@ -72,6 +72,18 @@ class TestGeneratedPages:
             for rule_id, entry in provider["rules"].items():
                 assert entry["litellm"].strip() and entry["governance"].strip(), rule_id
 
+    def test_every_rule_cites_what_a_reader_can_check(self) -> None:
+        """A rule's source is public (a link a reader can open) or says it was not verified: never a
+        private brief, nor a thread "not readable offline"; the GLM and DeepSeek rules once cited so
+        each link a public thread now."""
+        from litellm_governance.testing.emulation import RULES, RULES_BY_ID
+
+        for rule in RULES:
+            cited = f"{rule.source} {rule.note or ''}".lower()
+            assert "brief" not in cited and "offline" not in cited, rule.id
+        for rule_id in ("bedrock.first_user", "deepseek.reasoner_first_user", "glm.consecutive_assistant"):
+            assert "https://github.com/" in RULES_BY_ID[rule_id].source, rule_id
+
     def test_no_generated_table_row_is_a_wall_of_text(self, generator: ModuleType) -> None:
         """Provider evidence is paragraphs, not table cells: no table row of a provider page over 300 characters."""
         for path, text in generator.render().items():
@@ -128,3 +140,14 @@ def test_the_runtime_never_imports_the_docs() -> None:
     """Nothing under litellm_governance imports docs/generate.py."""
     for path in (ROOT / "litellm_governance").rglob("*.py"):
         assert not re.search(r"^\s*(from|import)\s+(docs|generate)\b", path.read_text(encoding="utf-8"), re.M), path
+
+
+def test_the_pages_say_what_the_code_does_on_an_overflow_and_a_scrape() -> None:
+    """Calibration tightens on the overflow texts LiteLLM does not map (tests/test_calibration.py checks
+    it), so no page says it learns from `usage` only there; the operations page says to scrape /metrics/
+    (tests/e2e/test_metrics_e2e.py checks the 307)."""
+    calibration = (DOCS / "calibration.md").read_text(encoding="utf-8")
+    providers = (DOCS / "providers" / "index.md").read_text(encoding="utf-8")
+    assert "from `usage` only" not in calibration and "learns from `usage` there instead" not in providers
+    assert '"Prompt exceeds max length"' in calibration and "by deployment 'zai/glm-4.6'" in calibration
+    assert "Scrape `/metrics/`" in (DOCS / "operations.md").read_text(encoding="utf-8")

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from litellm_governance.testing import RecordingUpstream
+from litellm_governance.testing import RecordingUpstream, deployment_for
 from litellm_governance.testing.emulation import (
     PROVIDERS,
     RULES,
@@ -39,6 +41,7 @@ from litellm_governance.testing.emulation import (
 )
 from litellm_governance.testing.emulation import tokens as emulation_tokens
 from litellm_governance.testing.emulation.editing import EDITING_BETA, PLACEHOLDER
+from litellm_governance.testing.emulation.rules import NATIVE_WIRES
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 REPO = Path(__file__).resolve().parents[1]
@@ -1003,6 +1006,81 @@ def test_record_dir_writes_every_request(tmp_path: Path) -> None:
     for record in (first, second, third):
         assert not {"authorization", "x-api-key"} & set(record["headers"])
     assert "sk-secret" not in "".join(f.read_text() for f in files)
+
+
+def test_record_dir_numbers_on_after_a_restart(tmp_path: Path) -> None:
+    """A second upstream on the same directory (a restarted ``--record-dir``) numbers on after the
+    highest file already there: nothing recorded earlier is overwritten."""
+    directory = tmp_path / "records"
+    for text in ("first run", "second run"):
+        with RecordingUpstream(record_dir=directory) as upstream:
+            for _ in range(2):
+                assert post(upstream.base_url + "/chat/completions", chat("m", user(text)))[0] == 200
+    (directory / "notes.json").write_text("{}")  # not a recording: no number of its own
+    with RecordingUpstream(record_dir=directory) as upstream:
+        assert post(upstream.base_url + "/chat/completions", chat("m", user("third run")))[0] == 200
+    files = sorted(directory.glob("0*.json"))
+    assert [f.name for f in files] == [f"{n:06d}.json" for n in range(1, 6)]
+    texts = [json.loads(f.read_text())["body"]["messages"][0]["content"] for f in files]
+    assert texts == ["first run", "first run", "second run", "second run", "third run"]
+
+
+def cli_output(process: subprocess.Popen[str], timeout: float = 30) -> tuple[str, dict[str, Any]]:
+    """What the command line prints before serving: the api_base line, then the deployment block (up to
+    a blank line), parsed as the YAML it is meant to be pasted as."""
+    assert process.stdout is not None
+    stdout, lines = process.stdout, []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "\n")), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert not reader.is_alive() and lines, f"no blank line ends what it printed: {lines}"
+    (entry,) = yaml.safe_load("".join(lines[1:]))
+    return lines[0].strip(), entry
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.mark.parametrize(("provider", "root"), [("anthropic", True), ("glm", False)])
+def test_cli_prints_the_deployment_to_paste(provider: str, root: bool) -> None:
+    """The command prints the api_base LiteLLM needs for the emulated provider (the root URL for an
+    ``anthropic/`` deployment, to which LiteLLM appends ``/v1/messages``; ``.../v1`` for GLM) and the
+    deployment to paste, whose ``model_info.max_input_tokens`` is the emulated window."""
+    command = [sys.executable, "-m", "litellm_governance.testing", "--port", "0", "--emulate", provider]
+    process = subprocess.Popen(
+        [*command, "--window", "32768"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    try:
+        api_base, entry = cli_output(process)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert api_base.startswith("http://127.0.0.1:") and api_base.endswith("/v1") is not root, api_base
+    assert entry["litellm_params"]["api_base"] == api_base
+    assert (
+        entry["litellm_params"]["model"] == {"anthropic": "anthropic/claude-sonnet-4-5", "glm": "zai/glm-4.6"}[provider]
+    )
+    assert entry["model_info"] == {"max_input_tokens": 32768}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.litellm
+def test_the_deployment_reaches_the_provider_as_litellm_calls_it(provider: str) -> None:
+    """`deployment_for`'s ``litellm_params``, given to LiteLLM as they are, reach the emulated provider's
+    own endpoint (never ``/v1/v1/...``, which an ``anthropic/`` model at ``.../v1`` would post to)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    with RecordingUpstream(emulate=provider, window=100_000) as upstream:
+        entry = deployment_for(upstream)
+        litellm.completion(messages=[user("hello")], max_tokens=50, num_retries=0, **entry["litellm_params"])
+        (request,) = upstream.requests
+    assert request.status == 200 and request.kind in NATIVE_WIRES[provider], request
+    assert "/v1/v1/" not in request.path, request.path
+    assert entry["model_name"] == provider and entry["model_info"] == {"max_input_tokens": 100_000}
 
 
 def test_cli_emulates_and_records(tmp_path: Path) -> None:

@@ -386,21 +386,56 @@ DISTINCT = 10.0
 
 @pytest.mark.parametrize("vision", list(CVD))
 def test_the_palette_is_colour_blind_safe(vision: str) -> None:
-    """Every colour of the page (one per kind of fate, and the one for unknown fates) is at least
-    CIEDE2000 10 from every other, in normal vision and under each full colour-vision deficiency;
-    kept and backfilled cells, which were two close greens, differ in colour."""
+    """Every colour of the page (one per kind of fate, the fates with a hue of their own, and the one
+    for unknown fates) is at least CIEDE2000 10 from every other, in normal vision and under each full
+    colour-vision deficiency; kept and backfilled cells, which were two close greens, differ in colour."""
     from litellm_governance._html import FATE_COLOURS, KIND_COLOURS, OTHER_COLOUR
 
-    colours = {**KIND_COLOURS, "other": OTHER_COLOUR}
+    own = {fate: colour for fate, colour in FATE_COLOURS.items() if colour not in KIND_COLOURS.values()}
+    colours = {**KIND_COLOURS, "other": OTHER_COLOUR, **own}
+    assert len(set(colours.values())) == len(colours)
     close = [
         (a, b, round(delta_e2000(lab(colours[a], CVD[vision]), lab(colours[b], CVD[vision])), 1))
         for a, b in itertools.combinations(colours, 2)
         if delta_e2000(lab(colours[a], CVD[vision]), lab(colours[b], CVD[vision])) < DISTINCT
     ]
     assert close == []
-    assert set(FATE_COLOURS.values()) <= set(KIND_COLOURS.values())
     assert FATE_COLOURS["kept"] != FATE_COLOURS["backfilled"]
     assert FATE_COLOURS["snipped"] != FATE_COLOURS["compacted"] != FATE_COLOURS["orphans_dropped"]
+
+
+SHRUNK = ("compacted", "superseded", "truncated")
+
+
+def test_shrunk_fates_differ_by_pattern_as_well_as_by_colour() -> None:
+    """Compacted, superseded and truncated cells (one colour until now) differ without hovering: each
+    pair by its pattern, which needs no colour vision; and the stages by hue (truncated is yellow)."""
+    from litellm_governance._html import FATE_COLOURS, FATE_PATTERNS, PATTERNS
+
+    looks = {fate: (FATE_COLOURS[fate], FATE_PATTERNS.get(fate)) for fate in SHRUNK}
+    assert len(set(looks.values())) == len(SHRUNK)
+    assert len({pattern for _, pattern in looks.values()}) == len(SHRUNK), looks
+    assert FATE_COLOURS["compacted"] == FATE_COLOURS["superseded"] != FATE_COLOURS["truncated"]  # the stage
+    page = render_html(load("chat_long"))
+    for fate, (colour, pattern) in looks.items():
+        rule = f".f-{fate}{{background-color:{colour}" + (
+            f";background-image:{PATTERNS[pattern]}}}" if pattern else "}"
+        )
+        assert rule in page, rule
+
+
+def test_the_chips_and_the_legend_say_what_they_count() -> None:
+    """The chips count what the report counts (times each step acted: one merge of two messages is 1),
+    the legend counts cells by fate before and after (those two messages are 2 in, 1 out): each says so
+    just before its list."""
+    data = load("chat_long")
+    page = render_html(data)
+    assert data["report"]["steps"]["merged"] == 1 and Dom(page).legend["merged"] == (2, 1)
+    steps_label = page.split('<ul class="chips" id="steps">')[0].rsplit("<p", 1)[1]
+    legend_label = page.split('<ul class="legend" id="legend">')[0].rsplit("<p", 1)[1]
+    assert "as the report counts them: how many times each acted" in steps_label
+    assert "Messages by fate" in legend_label and "cells in the request · in the governed request" in legend_label
+    assert '<li data-fate="merged" data-before="2" data-after="1">' in page and "2 in · 1 out" in page
 
 
 def big_explain(n: int = 2_000) -> dict[str, Any]:
@@ -809,3 +844,98 @@ def test_in_the_browser_hover_highlight_and_no_errors(browser: Browser, tmp_path
     assert "flash" in classes and visible
     # seen["timing"] (load and hover in ms) is not asserted: speed is not a test's to judge on a shared
     # machine; the hovers above are checked right after their events, so they are handled synchronously.
+
+
+def png_pixels(data: bytes) -> list[list[tuple[int, int, int]]]:
+    """The RGB rows of an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium's screenshots are)."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    idat = b""
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        idat += body if kind == b"IDAT" else b""
+        chunks.setdefault(kind, body)
+        at += 12 + length
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
+    assert depth == 8 and colour in (2, 6) and interlace == 0
+    channels = 3 if colour == 2 else 4
+    raw, stride, rows, previous = zlib.decompress(idat), width * channels, [], bytearray(width * channels)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up, corner = previous[i], previous[i - channels] if i >= channels else 0
+            p = left + up - corner
+            nearest = min((abs(p - left), left), (abs(p - up), up), (abs(p - corner), corner), key=lambda t: t[0])[1]
+            line[i] = (line[i] + (0, left, up, (left + up) // 2, nearest)[kind]) & 0xFF
+        rows.append([tuple(line[x * channels : x * channels + 3]) for x in range(width)])
+        previous = line
+    return rows  # type: ignore[return-value]
+
+
+def shrunk_explain() -> dict[str, Any]:
+    """A request of three large messages, compacted, superseded and truncated: three wide cells."""
+    fates = [(fate, i) for i, fate in enumerate(SHRUNK)]
+    before = [
+        {"index": i, "where": f"messages[{i}]", "role": "tool", "tool": "read_file", "tokens": 9_000, "fate": fate,
+         "detail": "", "after": i}
+        for fate, i in fates
+    ]  # fmt: skip
+    after = [{**entry, "tokens": 3_000, "from": [entry["index"]]} for entry in before]
+    return {"format": "chat", "model": "zai/glm-4.6", "report": {}, "before": before, "after": after}
+
+
+# Chromium's own simulation of each colour-vision deficiency (DevTools' Rendering panel), applied to what it
+# paints, screenshots included; achromatopsia is no colour vision at all.
+VISIONS = ("none", "protanopia", "deuteranopia", "tritanopia", "achromatopsia")
+
+
+async def paint_cells(browser: Browser, url: str) -> dict[str, dict[str, Any]]:
+    """Per vision, the pixels of the middle of each input cell, as Chromium paints them."""
+    from websockets.asyncio.client import connect
+
+    painted: dict[str, dict[str, Any]] = {}
+    async with connect(browser.url, max_size=None) as ws:
+        page = await Page.open(ws)
+        await page.send("Page.navigate", {"url": url})
+        await page.wait_for("Page.loadEventFired")
+        boxes = await page.js(
+            "[...document.querySelectorAll('#strip-before .cell')].map(c => { const r = c.getBoundingClientRect();"
+            " return [c.dataset.fate, r.left + scrollX, r.top + scrollY, r.width, r.height]; })"
+        )
+        for vision in VISIONS:
+            await page.send("Emulation.setEmulatedVisionDeficiency", {"type": vision})
+            painted[vision] = {}
+            for fate, left, top, width, height in boxes:
+                clip = {"x": left + 10, "y": top + 4, "width": min(90, width - 20), "height": height - 8, "scale": 1}
+                shot = await page.send("Page.captureScreenshot", {"format": "png", "clip": clip})
+                painted[vision][fate] = png_pixels(base64.b64decode(shot["data"]))
+        await page.send("Target.closeTarget", {"targetId": page.target}, browser=True)
+    return painted
+
+
+def clearly_different_share(one: list[list[tuple[int, int, int]]], two: list[list[tuple[int, int, int]]]) -> float:
+    """The share of pixel positions where two equally sized images differ by CIEDE2000 10 or more."""
+    normal = CVD["normal vision"]
+    pairs = [(a, b) for row_a, row_b in zip(one, two, strict=True) for a, b in zip(row_a, row_b, strict=True)]
+    hexes = {p: "#{:02X}{:02X}{:02X}".format(*p) for pair in pairs for p in pair}
+    labs = {p: lab(h, normal) for p, h in hexes.items()}
+    return sum(delta_e2000(labs[a], labs[b]) >= DISTINCT for a, b in pairs) / len(pairs)
+
+
+def test_in_the_browser_shrunk_cells_look_different_in_every_vision(browser: Browser, tmp_path: Path) -> None:
+    """As Chromium paints them, with normal vision and under its simulation of protanopia,
+    deuteranopia, tritanopia and achromatopsia (no colour at all): in each pair of a compacted, a
+    superseded and a truncated cell, at least a quarter of the cell differs clearly (CIEDE2000 ≥ 10)."""
+    painted = asyncio.run(paint_cells(browser, write_page(tmp_path, shrunk_explain()).as_uri()))
+    shares = {
+        (vision, a, b): round(clearly_different_share(cells[a], cells[b]), 2)
+        for vision, cells in painted.items()
+        for a, b in itertools.combinations(SHRUNK, 2)
+    }
+    assert len(shares) == len(VISIONS) * 3
+    assert {key: share for key, share in shares.items() if share < 0.25} == {}, shares

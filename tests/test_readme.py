@@ -130,3 +130,27 @@ def test_it_says_what_is_needed_and_how_long_it_takes() -> None:
         assert re.search(rf"`{command}` (about )?\d+(\.\d+)? min", head), command
     script = re.search(r'^([\w-]+) = "litellm_governance.__main__:main"', pyproject, flags=re.MULTILINE)
     assert script is not None and f"{script.group(1)} explain" in text
+
+
+def test_make_test_is_offline_as_the_readme_says() -> None:
+    """The README calls `make test`'s suite offline: its target installs nothing beyond .venv (setup,
+    via lint); the real agent CLIs come from the npm registry only with `make clients`."""
+    makefile = (README.parent / "Makefile").read_text(encoding="utf-8")
+    prerequisites = re.search(r"^test: (.*)$", makefile, flags=re.MULTILINE)
+    assert prerequisites is not None and prerequisites.group(1).split() == ["lint"]
+    assert re.search(r"^lint: setup$", makefile, flags=re.MULTILINE)
+    head = README.read_text(encoding="utf-8").split("\n## ", 1)[0]
+    assert "(offline)" in head and "`make clients`" in head
+
+
+def test_getting_started_gives_the_same_commands_and_figures() -> None:
+    """One set of figures: docs/getting-started.md opens with the README's two commands and the README's
+    paragraph on what they need, what `make test` runs and how long both take, word for word."""
+    getting_started = (README.parent / "docs" / "getting-started.md").read_text(encoding="utf-8")
+
+    def opening(text: str) -> tuple[str, str]:
+        block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+        paragraph = text[text.index("What they need:") :].split("\n\n", 1)[0]
+        return block, paragraph
+
+    assert opening(getting_started) == opening(README.read_text(encoding="utf-8"))

@@ -136,8 +136,9 @@ class Learning:
             window_error = getattr(import_litellm(), "ContextWindowExceededError", None)
             if error is None and isinstance(window_error, type) and isinstance(exception, window_error):
                 error = ContextError()
+            # The deployment as the metrics name it (``provider/model``), in the log line too.
+            deployment = deployment_label(data.get("model"), data.get("custom_llm_provider"))
             if error is not None:
-                deployment = deployment_label(data.get("model"), data.get("custom_llm_provider"))
                 metrics().context_rejection(call_id, deployment)
             sent = self.store.take(call_id)
             if error is None or sent is None:
@@ -154,8 +155,9 @@ class Learning:
             prompt = error.prompt(sent.max_output)
             # Figures only: the provider's text may quote the request.
             logger.info(
-                "calibration: context-length rejection by deployment %s (estimated %d tokens at ratio %.3f, provider "
-                "count %s): ratio now %s",
+                "calibration: context-length rejection by deployment %s (calibration key %s; estimated %d tokens at "
+                "ratio %.3f, provider count %s): ratio now %s",
+                short_repr(deployment),
                 short_repr(sent.key),
                 sent.estimated,
                 sent.ratio,

@@ -17,6 +17,8 @@ that provider (see :mod:`litellm_governance.testing.emulation`): a request that 
 provider's documented rules, or does not fit the window, gets the provider's real status and
 error body; an accepted one reports the provider-style prompt token count in ``usage``.
 ``record_dir=`` writes every request received to a directory, one JSON file each.
+:func:`deployment_for` gives the proxy ``model_list`` entry that reaches an upstream (the
+``api_base`` its emulated provider needs, the emulated window in ``model_info``).
 
 ``RecordingUpstream(script=ScriptedModel(rounds=6, chars=10_000))`` plays an agent's model (see
 :mod:`litellm_governance.testing.scripted`): rounds of shell calls whose outputs carry a marker per
@@ -42,7 +44,7 @@ offline and with a fresh master key, for end-to-end tests of a proxy configurati
 (about 0.7 s a proxy instead of 7 s; see :func:`start_proxy`).
 
 Modules: `upstream` (the server and its records), `replies` (the answers in each endpoint's shape),
-`scripted` (the scripted model),
+`scripted` (the scripted model), `deployments` (the proxy deployment that reaches an upstream),
 `emulation` (the providers' rules, as data, and their validators), `proxy` (the proxy launcher),
 `cli` (the command line). The runtime never imports this package, and it uses only the plugin's
 public API (``litellm_governance.__all__``): both are import-linter contracts (``make lint``).
@@ -51,6 +53,7 @@ public API (``litellm_governance.__all__``): both are import-linter contracts (`
 from __future__ import annotations
 
 from .cli import main, serve
+from .deployments import deployment_for
 from .proxy import IMPORT_TIME_ENV, ProcessHandle, ProxyProcess, ProxyStartError, free_port, proxy_env, start_proxy
 from .scripted import ScriptedModel, ToolCall, Turn
 from .upstream import RecordedRequest, RecordingUpstream, ReplyFn
@@ -66,6 +69,7 @@ __all__ = [
     "ScriptedModel",
     "ToolCall",
     "Turn",
+    "deployment_for",
     "free_port",
     "main",
     "proxy_env",

@@ -1,5 +1,6 @@
 """The command line: ``python -m litellm_governance.testing --port N [--emulate glm] ...`` runs a
-`RecordingUpstream` in the foreground (`serve`)."""
+`RecordingUpstream` in the foreground (`serve`), and prints the proxy deployment that reaches it
+(`deployments`): the ``api_base`` for the emulated provider and the window in ``model_info``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import threading
 from collections.abc import Iterable, Sequence
 
+from .deployments import deployment_for, deployment_yaml
 from .emulation import PROVIDERS
 from .scripted import ScriptedModel
 from .upstream import RecordingUpstream
@@ -28,7 +30,10 @@ def serve(
     record_dir: str | os.PathLike[str] | None = None,
     script: ScriptedModel | None = None,
 ) -> None:
-    """Run a :class:`RecordingUpstream` in the foreground, printing its base URL first.
+    """Run a :class:`RecordingUpstream` in the foreground, printing first the ``api_base`` a LiteLLM
+    deployment of the emulated provider uses (the root URL for ``anthropic``, ``gemini`` and
+    ``bedrock``, else ``…/v1``), then that deployment as a proxy ``model_list`` entry to paste, with
+    the emulated window as ``model_info.max_input_tokens`` (what the plugin budgets for).
 
     Serves until SIGINT (Ctrl-C) or SIGTERM, then closes the socket.
     """
@@ -46,7 +51,9 @@ def serve(
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
-    print(upstream.base_url, flush=True)
+    entry = deployment_for(upstream)
+    print(entry["litellm_params"]["api_base"], flush=True)
+    print(_pasteable(entry, record_dir), flush=True)
     try:
         while not stop.wait(0.2):
             pass
@@ -54,6 +61,18 @@ def serve(
         pass
     finally:
         upstream.stop()
+
+
+def _pasteable(entry: dict[str, object], record_dir: str | os.PathLike[str] | None) -> str:
+    """What the command prints after the ``api_base``: the deployment to paste, and where requests go."""
+    note = (
+        "# A LiteLLM proxy deployment for this upstream (paste under model_list:). model_info.max_input_tokens\n"
+        "# is the emulated window: without it the plugin budgets for LiteLLM's window of the model instead."
+    )
+    if "model_info" not in entry:
+        note = "# A LiteLLM proxy deployment for this upstream (paste under model_list:)."
+    recorded = f"\n# Every request received is written to {os.fspath(record_dir)}." if record_dir is not None else ""
+    return f"{note}\n{deployment_yaml(entry)}{recorded}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -274,6 +274,16 @@ class _Handler(Replies):
         return True
 
 
+_RECORD_NAME = re.compile(r"^(\d{6,})\.json$")
+
+
+def _next_record_number(directory: Path) -> int:
+    """The number after the highest ``NNNNNN.json`` already in `directory`: a restarted upstream goes on
+    numbering and never overwrites an earlier run's recordings."""
+    numbers = [int(match[1]) for path in directory.iterdir() if (match := _RECORD_NAME.match(path.name))]
+    return max(numbers, default=0) + 1
+
+
 def _write_record(directory: Path, number: int, record: RecordedRequest) -> None:
     """Write one received request to ``directory`` as ``NNNNNN.json`` (secret headers already left out)."""
     data = {
@@ -333,7 +343,8 @@ class RecordingUpstream:
         token_rate: how many provider tokens one tiktoken ``cl100k_base`` token counts as.
         default_max_tokens: output reserve when a request states no ``max_tokens``.
         record_dir: write every request received to this directory, one JSON file each
-            (numbered; path, headers without secrets, body, status, rejecting rule).
+            (numbered after the highest number already there, so a restart overwrites nothing;
+            path, headers without secrets, body, status, rejecting rule).
         script: play an agent's model (:class:`~litellm_governance.testing.ScriptedModel`): rounds
             of shell calls, then a final text, on chat completions, ``/v1/messages`` and
             ``/v1/responses`` (instead of ``reply``), so a real agent CLI can run a task against it.
@@ -367,6 +378,7 @@ class RecordingUpstream:
         if record_dir is not None:
             self._state.record_dir = Path(record_dir)
             self._state.record_dir.mkdir(parents=True, exist_ok=True)
+            self._state.file_numbers = itertools.count(_next_record_number(self._state.record_dir))
         self._address = (host, port)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shlex
@@ -17,7 +18,7 @@ from litellm_governance import GovernanceConfig, govern
 from litellm_governance.testing import RecordingUpstream
 
 from ..validity import problems
-from .conftest import ProxyFactory
+from .conftest import GOVERNANCE_CALLBACK, ProxyFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -61,20 +62,62 @@ def test_demo(upstream: RecordingUpstream) -> None:
     assert "wrote the HTML report to .demo/report.html" in explained.stdout and report.stat().st_size > 10_000
 
 
-def test_sdk_quickstart(upstream: RecordingUpstream) -> None:
-    """Async (hook) and sync (wrapper) calls both reach the provider governed for GLM."""
-    done = run_example("sdk_quickstart.py", upstream)
+def documented_run(name: str, records: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run an example as its docstring says to offline: its ``python -m litellm_governance.testing``
+    line (port 0 for 8099, plus ``--record-dir``), then its ``EXAMPLE_API_BASE=… python examples/…``
+    line with the printed URL, in an environment with no provider key and no EXAMPLE_* variable."""
+    from ..test_emulation import cli_env, cli_output
+
+    doc = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8"))) or ""
+    lines = [line.strip() for line in doc.splitlines() if line.startswith("    ")]
+    serve = shlex.split(next(line for line in lines if line.startswith("python -m litellm_governance.testing")))
+    example = shlex.split(next(line for line in lines if line.startswith("EXAMPLE_API_BASE=")))
+    serve = [sys.executable if word == "python" else "0" if word == "8099" else word for word in serve]
+    process = subprocess.Popen(
+        [*serve, "--record-dir", str(records)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    try:
+        api_base, _ = cli_output(process)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("EXAMPLE_", "ZAI_"))}
+        env |= {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
+        while "=" in example[0]:
+            variable, value = example.pop(0).split("=", 1)
+            env[variable] = value.replace("http://127.0.0.1:8099/v1", api_base)
+        assert example[:2] == ["python", f"examples/{name}"], example
+        done = subprocess.run(
+            [sys.executable, *example[1:]], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def recorded_bodies(records: Path, model: str) -> list[dict[str, Any]]:
+    """The bodies of the requests for `model` the documented upstream recorded, oldest first."""
+    bodies = [json.loads(path.read_text())["body"] for path in sorted(records.glob("*.json"))]
+    return [body for body in bodies if isinstance(body, dict) and body.get("model") == model]
+
+
+def test_sdk_quickstart(tmp_path: Path) -> None:
+    """Run as its docstring says, against the GLM stand-in: async (hook) and sync (wrapper) calls
+    both reach it governed for GLM, and it accepts both."""
+    done = documented_run("sdk_quickstart.py", tmp_path / "requests")
     assert "governance: backfilled=1; merged=1; trailing_assistant_dropped=1" in done.stdout
-    bodies = upstream.bodies(model="glm-4.6")
+    assert done.stdout.count("reply: ok") == 2
+    bodies = recorded_bodies(tmp_path / "requests", "glm-4.6")
     assert len(bodies) == 2 and bodies[0]["messages"] == bodies[1]["messages"]
     assert problems(bodies[0]["messages"], "strict") == []
 
 
-def test_router_fallbacks(upstream: RecordingUpstream) -> None:
-    """The first deployment fails; the fallback gets the request re-fitted to its 16k window."""
-    done = run_example("router_fallbacks.py", upstream)
+def test_router_fallbacks(tmp_path: Path) -> None:
+    """Run as its docstring says: the first deployment fails; the fallback gets the request re-fitted
+    to its 16k window, which the upstream enforces."""
+    done = documented_run("router_fallbacks.py", tmp_path / "requests")
     assert "answered by:" in done.stdout
-    first, fallback = upstream.bodies(model="up-failing")[-1], upstream.bodies(model="up-small")[-1]
+    first = recorded_bodies(tmp_path / "requests", "up-failing")[-1]
+    fallback = recorded_bodies(tmp_path / "requests", "up-small")[-1]
     assert len(fallback["messages"]) < len(first["messages"])
     report = govern(
         fallback["messages"],
@@ -123,6 +166,68 @@ def test_proxy_config_example(proxy_factory: ProxyFactory, upstream: RecordingUp
         assert "x-litellm-governance" in response.headers
         sent = upstream.bodies(kind="messages")[-1]["messages"]
         assert [m["role"] for m in sent] == ["user", "assistant", "user"]  # Anthropic format, after LiteLLM
+
+
+def docs_snippet(page: str, marker: str) -> str:
+    """The Python block of a docs page that holds `marker`."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    return next(s for s in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL) if marker in s)
+
+
+def agent_history(rounds: int = 40) -> list[dict[str, Any]]:
+    """A task and `rounds` file reads of about 2,000 tokens each: far more than 32k, far less than 200k."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    messages.append({"role": "user", "content": "Review every module."})
+    for i in range(rounds):
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": f"Reading module {i}.", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": f"module {i} line\n" * 500})
+    return messages
+
+
+def test_the_testing_cli_prints_a_deployment_governed_for_its_window(
+    tmp_path: Path, proxy_factory: ProxyFactory
+) -> None:
+    """``python -m litellm_governance.testing --emulate glm --window 32768`` prints a deployment that,
+    pasted into a proxy config, makes the plugin budget for the stand-in's window (not LiteLLM's 200k
+    for GLM): a 40-read history reaches the stand-in fitted, and it answers 200."""
+    from ..test_emulation import cli_env, cli_output
+
+    records = tmp_path / "requests"
+    command = [sys.executable, "-m", "litellm_governance.testing", "--port", "0", "--emulate", "glm"]
+    command += ["--window", "32768", "--record-dir", str(records)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        _, entry = cli_output(process)
+        proxy = proxy_factory([GOVERNANCE_CALLBACK], model_list=[entry])
+        with proxy.client() as client:
+            response = client.post("/v1/chat/completions", json={"model": "glm", "messages": agent_history()})
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert response.status_code == 200, response.text[:500]
+    (recorded,) = [json.loads(path.read_text()) for path in sorted(records.glob("*.json"))]
+    assert recorded["status"] == 200 and recorded["rule"] is None
+    assert len(recorded["body"]["messages"]) < len(agent_history())
+
+
+def test_the_start_proxy_example_of_the_testing_docs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/testing.md's `start_proxy` example runs as written, and its deployment tells the plugin the
+    window the stand-in enforces (``model_info.max_input_tokens``)."""
+    from litellm_governance import testing
+
+    configs: list[dict[str, Any]] = []
+    real_start = testing.start_proxy
+
+    def start(config: dict[str, Any], **options: Any) -> Any:
+        configs.append(config)
+        return real_start(config, **{**options, "workdir": tmp_path / "proxy", "fast_start": True})
+
+    monkeypatch.setattr(testing, "start_proxy", start)
+    namespace: dict[str, Any] = {}
+    exec(docs_snippet("testing.md", "start_proxy(config"), namespace)
+    ((entry,),) = [config["model_list"] for config in configs]
+    assert entry["model_info"]["max_input_tokens"] == namespace["upstream"].emulation.window == 32768
 
 
 def _bench(script: str, *arguments: str) -> str:

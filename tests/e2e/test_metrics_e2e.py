@@ -137,6 +137,8 @@ def test_metrics_match_the_headers(proxy_factory: ProxyFactory, upstream: Record
     proxy = start(proxy_factory, upstream)
     with proxy.client() as client:
         assert client.get("/metrics/", headers={"Authorization": ""}).status_code in (401, 403)
+        redirect = client.get("/metrics", follow_redirects=False)  # docs/operations.md: scrape /metrics/
+        assert redirect.status_code == 307 and redirect.headers["location"].endswith("/metrics/"), redirect
     outcomes, tokens, count = send_the_traffic(proxy)
     samples = wait_for_requests(proxy, count)
     check_against_the_headers(samples, outcomes, tokens)

@@ -178,7 +178,8 @@ RULES: Final[tuple[Rule, ...]] = (
         error="Your input exceeds the context window of this model. Please adjust your input and try again.",
         source="https://platform.openai.com/docs/guides/error-codes",
         code="context_length_exceeded",
-        note="not verified: text recalled from OpenAI Responses errors, no issue thread found offline",
+        note="not verified for OpenAI's Responses API: no public thread of it found; the same text is quoted from "
+        "a Claude Code session, https://github.com/anthropics/claude-code/issues/77992",
     ),
     # ---- Anthropic /v1/messages -------------------------------------------------------------------
     Rule(
@@ -416,8 +417,7 @@ RULES: Final[tuple[Rule, ...]] = (
         checks="the first message has role user",
         error="A conversation must start with a user message. Try again with a conversation that "
         "starts with a user message.",
-        source="Bedrock Converse error table (GenAI gateway docs, 'A conversation must start with a user message'); "
-        "the project's provider brief",
+        source="https://github.com/langgenius/dify/issues/12340 ; https://github.com/elastic/kibana/pull/246393",
     ),
     Rule(
         id="bedrock.alternation",
@@ -484,8 +484,9 @@ RULES: Final[tuple[Rule, ...]] = (
         error="The model that you are using requires the last turn in the conversation to be a user "
         "message. Add a user "
         "message to the conversation and try again.",
-        source="Bedrock Converse error table (GenAI gateway docs); the project's provider brief (Claude <= "
-        "4.5 ok, others error)",
+        source="https://github.com/i-am-bee/beeai-framework/issues/753 (meta.llama3-8b-instruct, through LiteLLM)",
+        note="Claude models are left out, as they accept a trailing assistant message (prefill) up to 4.5 "
+        "(anthropic.no_prefill): not verified on Bedrock",
     ),
     Rule(
         id="bedrock.context_length",
@@ -570,7 +571,7 @@ RULES: Final[tuple[Rule, ...]] = (
         checks="every tool call is answered by a tool message directly after the assistant message",
         error="An assistant message with 'tool_calls' must be followed by tool messages responding to each "
         "'tool_call_id'. (insufficient tool messages following tool_calls message)",
-        source="DeepSeek 400 quoted in agent repos ('insufficient tool messages following tool_calls message')",
+        source="https://github.com/zed-industries/zed/issues/51944 ; https://github.com/bytedance/deer-flow/issues/2706",
     ),
     Rule(
         id="deepseek.tool_result_orphan",
@@ -578,8 +579,7 @@ RULES: Final[tuple[Rule, ...]] = (
         wire="chat",
         checks="a tool message answers a call of the preceding assistant message",
         error="Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
-        source="OpenAI-compatible rule",
-        note="not verified: DeepSeek's exact text for an orphan tool message was not found; OpenAI wording assumed",
+        source="https://github.com/FoundationAgents/OpenManus/issues/227",
     ),
     Rule(
         id="deepseek.reasoner_first_user",
@@ -588,9 +588,8 @@ RULES: Final[tuple[Rule, ...]] = (
         checks="deepseek-reasoner: the first non-system message is a user message",
         error="The first message (except the system message) of deepseek-reasoner must be a user message, but an "
         "assistant message detected.",
-        source="the project's provider brief; client workarounds quoting 'The first message (except the system "
-        "message) of deepseek-reasoner must be a user message'",
-        note="the tail ', but an assistant message detected.' is not verified",
+        source="https://github.com/ChatGPTNextWeb/NextChat/issues/6343 ; "
+        "https://github.com/CherryHQ/cherry-studio/issues/818 ; https://github.com/lobehub/lobehub/pull/5601",
     ),
     Rule(
         id="deepseek.reasoner_successive",
@@ -600,7 +599,7 @@ RULES: Final[tuple[Rule, ...]] = (
         error="deepseek-reasoner does not support successive user or assistant messages (messages[{first}] and "
         "messages[{second}] in your input). You should interleave the user/assistant messages in the message "
         "sequence.",
-        source="deepseek-ai/DeepSeek-R1#21 ; BerriAI/litellm#7972 (quoted verbatim in agent repos)",
+        source="https://github.com/deepseek-ai/DeepSeek-R1/issues/21 ; https://github.com/Aider-AI/aider/issues/2960",
     ),
     Rule(
         id="deepseek.reasoner_last_user",
@@ -610,7 +609,7 @@ RULES: Final[tuple[Rule, ...]] = (
         error="The last message of deepseek-reasoner must be a user message, or an assistant message "
         "with prefix mode on "
         "(refer to https://api-docs.deepseek.com/guides/chat_prefix_completion).",
-        source="quoted verbatim in agent repos (openai.BadRequestError from api.deepseek.com)",
+        source="https://github.com/huggingface/smolagents/issues/430",
         note="a trailing tool message is assumed allowed (reasoner supports tool calls since V3.1)",
     ),
     Rule(
@@ -697,9 +696,11 @@ RULES: Final[tuple[Rule, ...]] = (
         wire="chat",
         checks="system messages only at the start",
         error=_GLM_1214,
-        source="https://github.com/zai-org/GLM-5/issues/74",
+        source="https://github.com/zai-org/GLM-5/issues/74 (GLM's Anthropic-compatible endpoint answers 422 to a "
+        "system-role entry in messages, glm-4.6 and glm-5.1)",
         code="1214",
-        note="issue thread not readable offline; rule taken from the brief",
+        note="not verified: no public report shows the chat endpoint answering 1214 to a system message after the "
+        "start",
     ),
     Rule(
         id="glm.tool_call_unanswered",
@@ -727,7 +728,8 @@ RULES: Final[tuple[Rule, ...]] = (
         wire="chat",
         checks="no two assistant messages in a row",
         error=_GLM_1214,
-        source="the project's provider brief (assistant->assistant: error 1214)",
+        source="https://github.com/Lingtai-AI/lingtai-kernel/issues/70 (GLM-5.1: two assistant messages in a row, "
+        "1214)",
         code="1214",
     ),
     Rule(
@@ -736,9 +738,10 @@ RULES: Final[tuple[Rule, ...]] = (
         wire="chat",
         checks="the conversation does not end with an assistant message",
         error=_GLM_1214,
-        source="not verified: taken from the project's provider brief, which marks it '?'",
+        source="no public report found; Nanobot drops trailing assistant messages for every provider "
+        "(HKUDS/nanobot, nanobot/providers/base.py, _enforce_role_alternation)",
         code="1214",
-        note="not verified",
+        note="not verified: emulated as strict",
     ),
     Rule(
         id="glm.context_length",
