@@ -117,6 +117,11 @@ class GovernanceConfig:
     #: writes a summary of cut turns, off the request path; it stands in for the note once ready,
     #: while the cut point stays (``cache_stable`` requests only). None: the note alone.
     summary_model: str | None = None
+    #: Integration only: how the gateway answers a compaction request (Codex's ``compaction_trigger``)
+    #: for a deployment without compaction of its own: ``model`` asks the deployment's model (or
+    #: ``summary_model``) for a summary, the note where that fails; ``note`` answers at once with the
+    #: deterministic note of the session, asking no model.
+    compaction: Literal["model", "note"] = "model"
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
     #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
     #: budget with it instead of the profile's fixed ratio.
@@ -157,6 +162,8 @@ class GovernanceConfig:
             not isinstance(self.summary_model, str) or not self.summary_model.strip() or len(self.summary_model) > 256
         ):
             raise ConfigError(f"summary_model must be a model group name or null, got {short_repr(self.summary_model)}")
+        if self.compaction not in ("model", "note"):
+            raise ConfigError(f'compaction must be "model" or "note", got {short_repr(self.compaction)}')
         if self.snip_watermark is not None:
             if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
                 raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(self.snip_watermark)}")

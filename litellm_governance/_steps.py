@@ -53,6 +53,7 @@ class Step:
 
 #: Every step, in the order the one-line summary lists them.
 STEPS: Final[tuple[Step, ...]] = (
+    Step("compacted_session", "compaction", "shrunk", "a compaction request answered with a summary item"),
     Step("compacted", "compaction", "shrunk", "old results of compactable tools replaced by a stub naming the call"),
     Step("superseded", "compaction", "shrunk", "stale copies of a file read again later replaced by a stub"),
     Step("snipped", "snipping", "cut", "oldest messages dropped to fit the budget"),
