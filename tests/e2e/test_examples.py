@@ -194,3 +194,20 @@ def test_collector_proxy_benchmark_counts_collections_in_both_proxies() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| with plugin | " in done.stdout and "| without | " in done.stdout
+
+
+@pytest.mark.scale
+def test_compaction_benchmark_runs() -> None:
+    """bench/compaction.py --quick answers Codex's compaction request in each mode through its proxies and
+    prints its table (no timing is asserted): the note asks no model, the other rows one call each."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compaction.py"), "--quick", "--fast-start"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| GLM", "| OpenAI"))]
+    assert len(rows) == 6, done.stdout
+    assert [row.rsplit("|", 2)[-2].strip() for row in rows] == ["1", "0", "1"] * 2, rows
