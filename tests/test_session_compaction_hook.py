@@ -326,3 +326,12 @@ def test_the_metrics_outcome_is_compacted_session(group: list[str]) -> None:
     entry = request["litellm_metadata"]["spend_logs_metadata"]["governance"]
     assert "compacted_session" in OUTCOMES and outcome_of(entry) == "compacted_session"
     assert outcome_of({"changed": True, "steps": {"snipped": 3}}) == "governed"
+
+
+def test_reporting_and_the_websocket_check_fail_open(group: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An internal error in either lets the request (or the session) through: never a failed request."""
+    monkeypatch.setattr(sc, "_report", lambda *a: 1 / 0)
+    sc.reported(planned(), "responses")  # no exception
+    monkeypatch.setattr(sc, "group_deployments", lambda *a: 1 / 0)
+    headers = MappingProxyType({"x-codex-beta-features": "remote_compaction_v2"})
+    sc.refuse_websocket({"model": "g", "proxy_server_request": {"headers": headers}}, "_aresponses_websocket")

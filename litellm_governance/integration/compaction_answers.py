@@ -121,12 +121,16 @@ def _summary(plan: Plan, reading: _Reading | None, error: BaseException | None) 
 
 
 def _done(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
-    """The answer's log line and figures (never content)."""
-    seconds = time.perf_counter() - plan.started
+    """The answer's log line and figures (never content). Fails open."""
     try:
-        after = text_tokens(summary, plan.model)
-    except Exception:  # noqa: BLE001 - the figure is not worth failing the answer for
-        after = -1
+        _log(request, plan, summary, outcome)
+    except Exception as exc:  # noqa: BLE001 - the figures are not worth failing the answer for
+        _once.failure(exc, "compaction answer not logged (%s at %s)")
+
+
+def _log(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
+    seconds = time.perf_counter() - plan.started
+    after = text_tokens(summary, plan.model)
     model, before = request.get("model"), plan.tokens_before
     logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
     metadata = request.get("litellm_metadata")
@@ -166,7 +170,10 @@ async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> 
                 reading.feed(found)
     except Exception as exc:  # noqa: BLE001 - the note stands in: a compaction answer never fails
         error = exc
-    summary, outcome = _summary(plan, reading, error)
+    try:
+        summary, outcome = _summary(plan, reading, error)
+    except Exception as exc:  # noqa: BLE001 - the note stands in
+        summary, outcome = _summary(plan, None, exc)
     item = compaction_item(summary)
     usage = reading.usage if plan.mode == "model" and isinstance(reading.usage, Mapping) else _NO_USAGE
     closing = {**base, "status": "completed", "output": [item], "usage": usage}
@@ -197,4 +204,8 @@ def answered(request: Mapping[str, Any], response: Any) -> Any:
     _done(request, plan, summary, outcome)
     if isinstance(response, Mapping):
         return {**response, "output": [item]}
-    return response.model_copy(update={"output": [item]})
+    try:
+        return response.model_copy(update={"output": [item]})
+    except Exception as exc:  # noqa: BLE001 - a plain response, with the item, rather than none
+        _once.failure(exc, "compaction answer sent as a plain response (%s at %s)")
+        return {"id": getattr(response, "id", None), "object": "response", "status": "completed", "output": [item]}

@@ -130,10 +130,16 @@ def _targets(group: object) -> list[tuple[Deployment, bool]]:
 def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
     """Raise `WebSocketRefused` for a Codex WebSocket session (one announcing remote compaction) on a
     model group the gateway answers compaction requests for: only over HTTP can it answer them."""
-    if getattr(call_type, "value", call_type) != WEBSOCKET_CALL or not _announces_remote_compaction(data):
+    if getattr(call_type, "value", call_type) != WEBSOCKET_CALL:
         return
     group = data.get("model")
-    if not needs_gateway(_targets(group)):
+    try:
+        if not _announces_remote_compaction(data) or not needs_gateway(_targets(group)):
+            return
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail open: the session goes on
+        _once.failure(exc, "Responses WebSocket session let through (%s at %s)")
         return
     _once.log(
         ("websocket", group),
@@ -274,10 +280,19 @@ def _noted_fallback(kwargs: dict[str, Any], fmt: Format, plan: Plan) -> dict[str
 
 def reported(request: dict[str, Any] | None, fmt: Format) -> None:
     """Say ``compacted_session`` in the report of a summary request the gateway answers (the pass's
-    report, and the one the proxy's next pass builds on)."""
+    report, and the one the proxy's next pass builds on). Fails open."""
     plan = plan_of(request)
     if plan is None or request is None:
         return
+    try:
+        _report(request, fmt, plan)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the report is not worth failing the request for
+        _once.failure(exc, "compacted_session not reported (%s at %s)")
+
+
+def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
     note = (
         f"{STEP}: a compaction request for a deployment without compaction of its own; the gateway answers "
         f"with one compaction item holding the session's summary ({plan.mode}; the session was "
