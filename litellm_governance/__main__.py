@@ -23,6 +23,7 @@ from ._errors import ConfigError, GovernanceError
 from ._explain import Explanation, explain
 from ._formats import FORMATS, detect_format
 from ._models import widest_deployment
+from ._session_compaction import for_explain
 from ._steps import describe
 
 # What `--help` says (the module docstring is for readers of the code: no reST markup here).
@@ -229,6 +230,9 @@ def _main(argv: Sequence[str] | None) -> int:
             changes["profile"] = args.profile
         config = config.replace(**changes) if changes else config
         fmt = args.format or detect_format(body)
+        compaction: list[str] = []
+        if fmt == "responses":  # Codex's compaction requests, and the items the proxy answered them with
+            body, compaction = for_explain(body, model, provider)
         if args.max_output is not None:
             body = {**body, FORMATS[fmt].max_output[0]: args.max_output}
         # LiteLLM prints banners to stdout when asked about a name it does not know: keep stdout ours.
@@ -239,7 +243,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except (OSError, ValueError, GovernanceError) as exc:
         print(f"litellm-governance: {exc}", file=sys.stderr)
         return 2
-    hints = []
+    hints = list(compaction)
     if explanation.as_dict()["report"]["window_source"] == "unknown" and not args.config:
         hints.append(
             f"LiteLLM knows no window for {model!r}: if it is a model group of your proxy, add --config "

@@ -132,6 +132,11 @@ class GovernanceConfig:
     #: (the default) the caller's LiteLLM team — a key without a team is its own tenant —,
     #: ``"key"`` each LiteLLM key alone, ``"all"`` every caller of the proxy.
     summary_sharing: Literal["team", "key", "all"] = "team"
+    #: Integration only: how the gateway answers a compaction request (Codex's ``compaction_trigger``)
+    #: for a deployment without compaction of its own: ``model`` asks the deployment's model (or
+    #: ``summary_model``) for a summary, the note where that fails; ``note`` answers at once with the
+    #: deterministic note of the session, asking no model.
+    compaction: Literal["model", "note"] = "model"
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
     #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
     #: budget with it instead of the profile's fixed ratio.
@@ -175,6 +180,8 @@ class GovernanceConfig:
             raise ConfigError(f"summary_model must be a model group name or null, got {short_repr(self.summary_model)}")
         if self.summary_sharing not in ("team", "key", "all"):
             raise ConfigError(f'summary_sharing must be "team", "key" or "all", got {short_repr(self.summary_sharing)}')
+        if self.compaction not in ("model", "note"):
+            raise ConfigError(f'compaction must be "model" or "note", got {short_repr(self.compaction)}')
         if self.snip_watermark is not None:
             if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
                 raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(self.snip_watermark)}")

@@ -52,6 +52,7 @@ class Step:
 
 
 # Step names: every module names a step with these constants, never a string of its own.
+COMPACTED_SESSION: Final = "compacted_session"
 COMPACTED: Final = "compacted"
 SUPERSEDED: Final = "superseded"
 SNIPPED: Final = "snipped"
@@ -82,6 +83,7 @@ COMPACTION_SKIPPED_FOR_CACHE: Final = "compaction_skipped_for_cache"
 
 #: Every step, in the order the one-line summary lists them.
 STEPS: Final[tuple[Step, ...]] = (
+    Step(COMPACTED_SESSION, "compaction", "shrunk", "a compaction request answered with a summary item"),
     Step(COMPACTED, "compaction", "shrunk", "old results of compactable tools replaced by a stub naming the call"),
     Step(SUPERSEDED, "compaction", "shrunk", "stale copies of a file read again later replaced by a stub"),
     Step(SNIPPED, "snipping", "cut", "oldest messages dropped to fit the budget"),

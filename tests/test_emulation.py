@@ -35,6 +35,7 @@ from litellm_governance.testing.emulation import (
     check_context,
     count_prompt_tokens,
     count_text_tokens,
+    seal_compaction,
     seal_reasoning,
     sign_thinking,
     validate,
@@ -165,6 +166,8 @@ class Case:
         return RULES_BY_ID[self.rule].provider
 
 
+SEALED = seal_compaction("ROUNDS-DONE=3")  # the emulated OpenAI's own compaction item
+
 CASES: tuple[Case, ...] = (
     # OpenAI chat
     Case(
@@ -227,6 +230,13 @@ CASES: tuple[Case, ...] = (
         {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_2", tamper=True), r_call("c"), r_output("c")]},
         {"model": "gpt-5.5", "input": [r_msg(), r_reasoning("rs_2"), r_call("c"), r_output("c")]},
         expect="The encrypted content for item rs_2 could not be verified.",
+    ),
+    Case(
+        "openai.responses.compaction_content",
+        "responses",
+        {"model": "gpt-5.5", "input": [r_msg(), {"type": "compaction", "id": "cmp_9", "encrypted_content": "ours"}]},
+        {"model": "gpt-5.5", "input": [r_msg(), {"type": "compaction", "id": "cmp_9", "encrypted_content": SEALED}]},
+        expect="The encrypted content for item cmp_9 could not be verified.",
     ),
     # Anthropic
     Case(

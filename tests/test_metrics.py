@@ -131,7 +131,14 @@ class TestWhatARequestAdds:
         counts = {
             o: value("litellm_governance_requests_total", model_group=g, format="chat", outcome=o) for o in OUTCOMES
         }
-        assert counts == {"governed": 1, "unchanged": 1, "skipped": 2, "failed_open": 1, "config_error": 1}
+        assert counts == {
+            "governed": 1,
+            "unchanged": 1,
+            "skipped": 2,
+            "failed_open": 1,
+            "config_error": 1,
+            "compacted_session": 0,  # (tests/test_session_compaction_hook.py)
+        }
 
     def test_over_budget(self) -> None:
         g = group()

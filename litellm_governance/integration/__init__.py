@@ -28,7 +28,9 @@ deployment, shared through the proxy's Redis), `reporting` (report placement, he
 ``/metrics``), `startup` (``proxy_handler_instance``, start-up checks), `sync` (the synchronous
 `completion`), `fields` (where things live in LiteLLM's requests), `logonce`, `summaries` (a summary
 model's summaries of cut turns, off the request path), `context_editing` (Anthropic's context editing
-and compaction where the deployment lacks them, and the ``applied_edits`` of the answer).
+and compaction where the deployment lacks them, and the ``applied_edits`` of the answer),
+`session_compaction` and `compaction_answers` (Codex's remote compaction, ``compaction_trigger``,
+answered with one compaction item where the deployment cannot, and the item read back later).
 
 Reporting: the report goes into ``spend_logs_metadata.governance`` of the request's LiteLLM
 metadata (``metadata`` for chat, ``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``,

@@ -12,7 +12,7 @@ from .._config import GovernanceConfig
 from .._errors import ConfigError
 from .._models import Deployment, import_litellm
 from .._request import Format
-from . import context_editing
+from . import compaction_answers, context_editing, session_compaction
 from .failures import Failures
 from .fields import SETTINGS_KEY, format_of
 from .learning import Learning, usage_of, usage_of_log_event
@@ -71,34 +71,46 @@ class GovernanceHook(CustomLogger):
         """Proxy, before routing: fit the request to its model group — unless LiteLLM will translate it
         for one of the group's deployments: that one is governed once, as the provider receives it."""
         fmt = format_of(call_type)
-        if fmt is None or self._disabled():
+        if self._disabled():
+            return None
+        if fmt is None:  # Codex's WebSocket session on a group whose compaction requests the gateway answers: refused
+            session_compaction.refuse_websocket(data, call_type)
             return None
         group = data.get("model")
+        prepared = session_compaction.before_routing(data, fmt, lambda: self.config)
         deployments = context_editing.group_deployments(group, fmt)
         translated = any(later for _, later in deployments)
-        return await self._edit_then_govern(
-            data,
+        governed = await self._edit_then_govern(
+            data if prepared is None else prepared,
             "pre_call",
             fmt,
             deployments=lambda: deployments,
             target_of=lambda _: group_target(group, self.config),
             govern=not translated,
         )
+        session_compaction.reported(governed if governed is not None else prepared, fmt)
+        return governed if governed is not None else prepared
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
         fmt = format_of(call_type)
         if fmt is None or self._disabled():
             return None
-        translated = translated_later(fmt, kwargs)
-        return await self._edit_then_govern(
-            kwargs,
+        prepared = session_compaction.at_deployment(kwargs, fmt)
+        if prepared is not None and "mock_response" in prepared:
+            return prepared  # answered with the session's note: nothing goes to the model
+        request = kwargs if prepared is None else prepared
+        translated = translated_later(fmt, request)
+        governed = await self._edit_then_govern(
+            request,
             "deployment",
             fmt,
-            deployments=lambda: [(deployment_target(kwargs), translated)],
+            deployments=lambda: [(deployment_target(request), translated)],
             target_of=deployment_target,
             govern=not translated,
         )
+        session_compaction.reported(governed if governed is not None else request, fmt)
+        return governed if governed is not None else prepared
 
     def _disabled(self) -> bool:
         """Whether the operator turned the hook off (``enabled: false``): then it is a no-op, decided
@@ -141,9 +153,14 @@ class GovernanceHook(CustomLogger):
     async def async_post_call_streaming_iterator_hook(
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
-        """Proxy, streaming: the context edits the gateway applied, in the ``message_delta`` event."""
-        async for chunk in context_editing.streamed(request_data, response):
+        """Proxy, streaming: the context edits the gateway applied, in the ``message_delta`` event;
+        the gateway's answer to a compaction request (`compaction_answers`)."""
+        async for chunk in compaction_answers.streamed(request_data, context_editing.streamed(request_data, response)):
             yield chunk
+
+    async def async_post_call_success_hook(self, data: dict[str, Any], user_api_key_dict: Any, response: Any) -> Any:
+        """Proxy, JSON: the gateway's answer to a compaction request (`compaction_answers`)."""
+        return compaction_answers.answered(data, response)
 
     async def async_post_call_response_headers_hook(
         self,

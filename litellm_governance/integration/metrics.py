@@ -56,8 +56,9 @@ __all__ = [
 ]
 
 #: A request's outcome: changed by governance, left as it was, not governed (disabled, or the client
-#: opted out), governance failed and the request went through as it was, or a configuration error.
-OUTCOMES: Final = ("governed", "unchanged", "skipped", "failed_open", "config_error")
+#: opted out), governance failed and the request went through as it was, a configuration error, or a
+#: compaction request the gateway answered (`session_compaction`).
+OUTCOMES: Final = ("governed", "unchanged", "skipped", "failed_open", "config_error", "compacted_session")
 #: Latency buckets (seconds): a warm pass takes a few milliseconds, a cold 1,600-message one ~0.2 s.
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 #: Distinct values one label may take in one process; later ones are recorded as ``other``.
@@ -147,6 +148,9 @@ def outcome_of(entry: Mapping[str, Any]) -> str:
         return "config_error"
     if entry.get("skipped"):
         return "skipped" if entry.get("reason") == "disabled" else "failed_open"
+    steps = entry.get("steps")
+    if isinstance(steps, Mapping) and steps.get("compacted_session"):
+        return "compacted_session"
     return "governed" if entry.get("changed") else "unchanged"
 
 

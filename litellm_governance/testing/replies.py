@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .emulation import count_text_tokens, seal_reasoning, sign_thinking
+from .emulation import count_text_tokens, seal_compaction, seal_reasoning, sign_thinking
 from .scripted import Turn
 
 __all__ = ["Replies", "estimate_tokens"]
@@ -208,7 +208,10 @@ class Replies(BaseHTTPRequestHandler):
                     "status": "completed",
                 }
             )
-        if not turn.calls:
+        if turn.kind == "compaction":  # OpenAI's own compaction: exactly one item, nothing else
+            sealed = seal_compaction(turn.text)
+            output = [{"type": "compaction", "id": f"cmp_recording_{number}", "encrypted_content": sealed}]
+        elif not turn.calls:
             output.append(
                 {
                     "type": "message",

@@ -74,14 +74,16 @@ class Turn:
     """What the model answers to one request.
 
     ``kind`` is ``round`` (tool calls), ``final`` (the closing text), ``summary`` (an answer to the
-    agent's summary request) or ``side`` (a request that offers no shell tool). ``reasoning`` is the
+    agent's summary request), ``compaction`` (a summary for a compaction item: the request ended with
+    ``compaction_trigger``, which OpenAI's Responses API answers itself) or ``side`` (a request that
+    offers no shell tool). ``reasoning`` is the
     text of the thinking block or reasoning item that comes first, when the model thinks (None:
     it does not).
     """
 
     text: str
     calls: tuple[ToolCall, ...] = ()
-    kind: Literal["round", "final", "summary", "side"] = "side"
+    kind: Literal["round", "final", "summary", "compaction", "side"] = "side"
     round: int = 0
     reasoning: str | None = None
 
@@ -195,12 +197,13 @@ class ScriptedModel:
         reasoning = self._reasoning(wire, body)
         done = self.progress(body)
         asked = latest_user_text(body).lower()
-        if any(prompt in asked for prompt in SUMMARY_PROMPTS):
+        triggered = _ends_with_trigger(body)
+        if triggered or any(prompt in asked for prompt in SUMMARY_PROMPTS):
             summary = (
                 "<analysis>Scripted compaction.</analysis>\n<summary>The user asked for a scripted loop of shell "
                 f"commands. ROUNDS-DONE={done}. Continue with the next round.</summary>"
             )
-            return Turn(summary, kind="summary", round=done, reasoning=reasoning)
+            return Turn(summary, kind="compaction" if triggered else "summary", round=done, reasoning=reasoning)
         shell = _shell_tool(wire, body)
         if shell is None:
             return Turn(_side_answer(body, asked), kind="side", round=done, reasoning=reasoning)
@@ -257,6 +260,13 @@ class ScriptedModel:
 def _items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     history = body.get("messages", body.get("input"))
     return [item for item in history if isinstance(item, Mapping)] if isinstance(history, list) else []
+
+
+def _ends_with_trigger(body: Mapping[str, Any]) -> bool:
+    """Whether a Responses request asks for a compaction: its last input item is ``compaction_trigger``."""
+    items = body.get("input")
+    last = items[-1] if isinstance(items, list) and items else None
+    return isinstance(last, Mapping) and last.get("type") == "compaction_trigger"
 
 
 def count_results(body: Mapping[str, Any]) -> int:

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
-from .emulation import Emulator
+from .emulation import Emulator, unseal_compaction
 from .replies import Replies, estimate_tokens
 from .scripted import ScriptedModel, Turn
 
@@ -232,7 +232,7 @@ class _Handler(Replies):
                 return
         if script is not None and kind in _SCRIPTED_KINDS:
             self._usage_scale = script.usage_scale
-            self._turn = script.answer(kind, body, self._next_id())
+            self._turn = script.answer(kind, _as_read(kind, body), self._next_id())
         self._record(body, 200, answer=self._turn.describe() if self._turn is not None else None)
         handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "chat": self._chat,
@@ -282,6 +282,23 @@ def _next_record_number(directory: Path) -> int:
     numbering and never overwrites an earlier run's recordings."""
     numbers = [int(match[1]) for path in directory.iterdir() if (match := _RECORD_NAME.match(path.name))]
     return max(numbers, default=0) + 1
+
+
+def _as_read(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the model reads it: on ``/v1/responses`` each compaction item this upstream issued
+    stands for its summary (a user message), as OpenAI expands its own items."""
+    items = body.get("input")
+    if kind != "responses" or not isinstance(items, list) or not any(_compaction(i) for i in items):
+        return body
+    read = []
+    for item in items:
+        summary = unseal_compaction(item.get("encrypted_content")) if _compaction(item) else None
+        read.append(item if summary is None else {"role": "user", "content": summary})
+    return {**body, "input": read}
+
+
+def _compaction(item: object) -> bool:
+    return isinstance(item, dict) and item.get("type") == "compaction"
 
 
 def _write_record(directory: Path, number: int, record: RecordedRequest) -> None:

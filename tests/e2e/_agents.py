@@ -15,7 +15,8 @@ What each setting is for (measured with both CLIs; see the issue note of #17):
   (``/v1`` appended: it posts ``/v1/responses``), no approvals and no sandbox, no retries (a
   failure fails fast), and ``[features]`` plugins off (else it reaches for github.com and
   chatgpt.com on every start); stdin is ``/dev/null`` (``codex exec`` appends piped stdin to the
-  prompt).
+  prompt). Or, as `CodexProvider` says, the same provider named "OpenAI", or the built-in provider
+  at ``openai_base_url`` (both make Codex compact remotely).
 """
 
 from __future__ import annotations
@@ -147,20 +148,11 @@ def run_claude(
 
 _CODEX_CONFIG = """\
 model = {model}
-model_provider = "proxy"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
-{extra}
-[model_providers.proxy]
-name = "LiteLLM proxy"
-base_url = {base_url}
-env_key = "LITELLM_PROXY_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-stream_idle_timeout_ms = 120000
-
+{top}{extra}
+{table}
 [features]
 plugins = false
 remote_plugin = false
@@ -172,6 +164,35 @@ enabled = false
 [feedback]
 enabled = false
 """
+_CODEX_PROVIDER = """\
+[model_providers.proxy]
+name = {name}
+base_url = {base_url}
+env_key = "LITELLM_PROXY_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+stream_idle_timeout_ms = 120000
+"""
+#: How Codex is pointed at the proxy, which decides how it compacts (see docs/codex-compaction.md):
+#: ``custom``, a provider of its own (local compaction: a summary request of its own); ``openai-named``,
+#: the same provider named "OpenAI", and ``builtin``, the built-in provider with ``openai_base_url``
+#: (remote compaction: ``compaction_trigger``, answered with a compaction item; ``builtin`` also tries
+#: a Responses WebSocket first, and is logged in with the key in ``auth.json``).
+CodexProvider = Literal["custom", "openai-named", "builtin"]
+
+
+def codex_config(base_url: str, model: str, provider: CodexProvider, extra: Mapping[str, int | str]) -> str:
+    """Codex's ``config.toml`` for the proxy at `base_url` (``/v1`` appended: it posts ``/v1/responses``)."""
+    settings = "".join(f"{name} = {json.dumps(value)}\n" for name, value in extra.items())
+    url = json.dumps(base_url + "/v1")
+    if provider == "builtin":
+        top, table = f"openai_base_url = {url}\n", ""
+    else:
+        top = 'model_provider = "proxy"\n'
+        name = json.dumps("OpenAI" if provider == "openai-named" else "LiteLLM proxy")
+        table = _CODEX_PROVIDER.format(name=name, base_url=url)
+    return _CODEX_CONFIG.format(model=json.dumps(model), top=top, extra=settings, table=table)
 
 
 def run_codex(
@@ -182,18 +203,19 @@ def run_codex(
     *,
     task: str = TASK,
     config: Mapping[str, int | str] | None = None,
+    provider: CodexProvider = "custom",
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
 ) -> AgentRun:
-    """Run ``codex exec TASK`` against `base_url` (a proxy's root URL) with model `model`;
-    `config` adds top-level ``config.toml`` settings (e.g. ``model_auto_compact_token_limit``)."""
+    """Run ``codex exec TASK`` against `base_url` (a proxy's root URL) with model `model`, configured
+    as `provider` says; `config` adds top-level ``config.toml`` settings (e.g.
+    ``model_auto_compact_token_limit``)."""
     home = workdir / "home"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    extra = "".join(f"{name} = {json.dumps(value)}\n" for name, value in (config or {}).items())
-    (codex_home / "config.toml").write_text(
-        _CODEX_CONFIG.format(model=json.dumps(model), base_url=json.dumps(base_url + "/v1"), extra=extra)
-    )
+    (codex_home / "config.toml").write_text(codex_config(base_url, model, provider, config or {}))
+    if provider == "builtin":  # what `codex login --with-api-key` writes
+        (codex_home / "auth.json").write_text(json.dumps({"auth_mode": "apikey", "OPENAI_API_KEY": key}))
     variables = {**_BASE_ENV, "HOME": str(home), "CODEX_HOME": str(codex_home), "LITELLM_PROXY_KEY": key, **(env or {})}
     command = [str(BIN / "codex"), "exec", "--skip-git-repo-check", "--json", "--color", "never", task]
     return _run("codex", command, variables, workdir, home, timeout=timeout)

@@ -273,3 +273,20 @@ def test_load_benchmark_runs(tmp_path: Path) -> None:
         assert found[name]["requests"] == 24 and found[name]["p95_ms"] >= found[name]["p50_ms"] > 0
         assert len(found[name]["memory_mib"]) == 3 and all(m > 50 for m in found[name]["memory_mib"])
     assert found["p95_ratio"] > 0 and set(found["last_round_growth_mib"]) == {"with", "without"}
+
+
+@pytest.mark.scale
+def test_compaction_benchmark_runs() -> None:
+    """bench/compaction.py --quick answers Codex's compaction request in each mode through its proxies and
+    prints its table (no timing is asserted): the note asks no model, the other rows one call each."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compaction.py"), "--quick", "--fast-start"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| GLM", "| OpenAI"))]
+    assert len(rows) == 6, done.stdout
+    assert [row.rsplit("|", 2)[-2].strip() for row in rows] == ["1", "0", "1"] * 2, rows

@@ -8,6 +8,11 @@ with the governance hook. Without the plugin each route shows what goes wrong (c
 rejections, GLM's 1214); with it every run finishes every round with no rejection, and every
 request the provider received carries the task and the newest result whole.
 
+Codex also runs configured the two ways that make it compact remotely (``openai_base_url``, and a
+provider named "OpenAI": `_agents.CodexProvider`), through the proxy with the plugin only, on GLM,
+Anthropic and OpenAI's own Responses API (the emulating upstream compacts natively there): every
+compaction request must get exactly one compaction item back, or Codex exits.
+
 The runs are made once per session, a few at a time (the clients mostly wait on the proxy), in one
 xdist worker (``xdist_group``); each test then checks one route's runs. They skip when Node.js or
 the clients are missing (``make clients``), and fail instead where ``$LITELLM_GOVERNANCE_REQUIRE_CLIENTS``
@@ -66,6 +71,8 @@ class Route:
     script: ScriptedModel = SCRIPT
     #: After the task, ask the client to summarise the session (Claude Code's ``/compact``).
     compact_after: bool = False
+    #: How Codex is pointed at the proxy (`_agents.CodexProvider`: it decides how Codex compacts).
+    codex_provider: _agents.CodexProvider = "custom"
 
 
 CONTEXT = "context_length"
@@ -161,7 +168,32 @@ CLAUDE_COMPACTING = Route(
     variants=("governed",),
     compact_after=True,
 )
-BY_NAME = {route.name: route for route in (*ROUTES, COMPACTING, CLAUDE_COMPACTING)}
+#: Codex compacting remotely (``compaction_trigger``), configured both ways that make it do so, on GLM and
+#: Anthropic (the plugin answers) and on OpenAI's Responses API (the emulating upstream compacts itself):
+#: 12 short rounds, a compaction every two or three.
+REMOTE_SCRIPT = ScriptedModel(rounds=12, chars=10_000)
+REMOTE_COMPACTING = tuple(
+    Route(
+        f"codex-remote-{kind}-{provider}",
+        "codex",
+        f"gpt-5.5-remote-{kind}-{provider}",
+        model,
+        emulate,
+        window,
+        root=kind == "anthropic",
+        codex_config={"model_auto_compact_token_limit": 12_000},
+        variants=("governed",),
+        script=REMOTE_SCRIPT,
+        codex_provider=provider,
+    )
+    for kind, model, emulate, window in (
+        ("zai", "zai/glm-4.6", "glm", 24_000),
+        ("anthropic", "anthropic/claude-sonnet-4-5", "anthropic", 200_000),
+        ("openai", "openai/gpt-5.5", "openai", 24_000),
+    )
+    for provider in ("builtin", "openai-named")
+)
+BY_NAME = {route.name: route for route in (*ROUTES, COMPACTING, CLAUDE_COMPACTING, *REMOTE_COMPACTING)}
 VARIANTS = ("plain", "governed")
 
 
@@ -277,7 +309,8 @@ def _run(route: Route, proxy: ProxyProcess, workdir: Path) -> tuple[_agents.Agen
     """The route's run, and its ``/compact`` run (Claude Code) when the route asks for one."""
     key, group = proxy.master_key, route.group
     if route.client == "codex":
-        return _agents.run_codex(proxy.base_url, key, group, workdir, config=route.codex_config), None
+        config, provider = route.codex_config, route.codex_provider
+        return _agents.run_codex(proxy.base_url, key, group, workdir, config=config, provider=provider), None
     run = _agents.run_claude(proxy.base_url, key, group, workdir)  # Claude Code's own max output: 32,000
     if not route.compact_after or run.returncode != 0:
         return run, None
@@ -357,6 +390,40 @@ def test_claude_code_summarises_its_session_through_the_plugin(outcomes: dict[st
     results = sum(m["role"] == "tool" for m in summary.body["messages"])
     assert results < SCRIPT.total_calls(), outcome.report()  # the plugin cut the session's older rounds to fit
     assert summary.body["max_tokens"] == CLAUDE_WINDOW // 4  # Claude Code's 32,000, fitted
+
+
+TOKEN_PREFIX = "litellm-governance.compaction.v1:"  # the gateway's compaction token (_session_compaction)
+OPENING = "[Session summary:"  # the message it becomes (_session_compaction.SUMMARY_OPENING)
+OPENAIS_ITEM = "emu-cmp:"  # the emulated OpenAI's own compaction content
+
+
+@pytest.mark.parametrize("name", [route.name for route in REMOTE_COMPACTING])
+def test_codex_compacting_remotely_finishes_every_round(outcomes: dict[str, Outcome], name: str) -> None:
+    """Codex 0.169.0 requires exactly one compaction item in answer to its ``compaction_trigger`` and exits
+    on anything else. With the plugin it finishes all 12 rounds, with no rejection (every request valid and
+    within the window), after at least one compaction: where the deployment has none (GLM, Anthropic) the
+    provider receives a summary request and, on the next request, the summary as a message — never the
+    gateway's token; OpenAI's own compaction passes both ways untouched."""
+    outcome = outcomes[f"{name}/governed"]
+    assert outcome.run.returncode == 0 and outcome.rejections == [], outcome.report()
+    answers = [r.answer or "" for r in outcome.posts]
+    assert f"final after {REMOTE_SCRIPT.rounds} rounds" in answers, outcome.report()
+    assert all(any(a.startswith(f"round {n}:") for a in answers) for n in range(1, 13)), outcome.report()
+    dumps = [json.dumps(r.body) for r in outcome.posts]
+    assert not any(TOKEN_PREFIX in dump for dump in dumps), outcome.report()
+    if outcome.route.emulate == "openai":
+        compactions = [n for n, a in enumerate(answers) if a == "compaction"]
+        assert compactions and all(OPENAIS_ITEM in dumps[n + 1] for n in compactions), outcome.report()
+        assert not any(OPENING in dump for dump in dumps), outcome.report()
+        return
+    summaries = [n for n, a in enumerate(answers) if a == "summary"]
+    assert summaries, outcome.report()
+    for n in summaries:
+        # No tool of the agent's (LiteLLM gives Claude a placeholder tool where the history holds tool uses).
+        offered = {t.get("name") or t.get("function", {}).get("name") for t in outcome.posts[n].body.get("tools") or []}
+        assert offered <= {"dummy_tool"} and "CONTEXT CHECKPOINT COMPACTION" in dumps[n], outcome.report()
+        assert "compaction_trigger" not in dumps[n], outcome.report()
+        assert OPENING in dumps[n + 1] and "ROUNDS-DONE=" in dumps[n + 1], outcome.report()
 
 
 def test_without_the_clients_these_tests_skip_saying_why_or_fail_where_required(

@@ -37,7 +37,7 @@ from .anthropic import sign_thinking
 from .checks import validate
 from .context import check_context
 from .emulator import Emulator, Verdict
-from .responses import seal_reasoning
+from .responses import seal_compaction, seal_reasoning, unseal_compaction
 from .rules import PROVIDERS, RULES, RULES_BY_ID, WIRES, Rule, rules_for
 from .tokens import count_prompt_tokens, count_text_tokens, requested_output_tokens
 from .verdicts import Rejection, Violation, error_response
@@ -58,7 +58,9 @@ __all__ = [
     "error_response",
     "requested_output_tokens",
     "rules_for",
+    "seal_compaction",
     "seal_reasoning",
     "sign_thinking",
+    "unseal_compaction",
     "validate",
 ]

@@ -1,5 +1,7 @@
-"""The validator of OpenAI's ``/v1/responses`` ``input`` items, and the seal the emulated OpenAI puts
-on the reasoning it sends (`seal_reasoning`)."""
+"""The validator of OpenAI's ``/v1/responses`` ``input`` items, and the seals the emulated OpenAI puts
+on the reasoning it sends (`seal_reasoning`) and on the compaction items it answers a
+``compaction_trigger`` with (`seal_compaction`; `unseal_compaction` reads one back, as OpenAI reads
+the context an item stands for)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,15 @@ from typing import Final
 from .bodies import JSON, as_dicts
 from .verdicts import Violation, violation
 
-__all__ = ["seal_reasoning", "sealed_reasoning_intact", "validate_responses"]
+__all__ = ["seal_compaction", "seal_reasoning", "sealed_reasoning_intact", "unseal_compaction", "validate_responses"]
 
 #: Prefix of the ``encrypted_content`` the emulator issues (content without it is another
 #: provider's, opaque to the emulator, and accepted as it is).
 SEAL_PREFIX: Final = "emu-rs:"
 _SEAL_KEY: Final = b"litellm-governance-emulator-reasoning\x00"
+#: Prefix of the ``encrypted_content`` of the emulator's compaction items. OpenAI decrypts a
+#: compaction item to read the context it stands for: content it did not issue is refused.
+COMPACTION_PREFIX: Final = "emu-cmp:"
 
 
 def seal_reasoning(item_id: str) -> str:
@@ -33,6 +38,23 @@ def sealed_reasoning_intact(content: object) -> bool:
         return True
     payload, _, digest = content[len(SEAL_PREFIX) :].partition(".")
     return digest == hashlib.sha256(_SEAL_KEY + payload.encode()).hexdigest()[:32]
+
+
+def seal_compaction(summary: str) -> str:
+    """The ``encrypted_content`` of the emulated OpenAI's compaction item standing for `summary`."""
+    payload = base64.urlsafe_b64encode(summary.encode()).decode()
+    digest = hashlib.sha256(_SEAL_KEY + payload.encode()).hexdigest()[:32]
+    return f"{COMPACTION_PREFIX}{payload}.{digest}"
+
+
+def unseal_compaction(content: object) -> str | None:
+    """The summary a compaction item's `content` stands for, if the emulator sealed it unaltered."""
+    if not isinstance(content, str) or not content.startswith(COMPACTION_PREFIX):
+        return None
+    payload, _, digest = content[len(COMPACTION_PREFIX) :].partition(".")
+    if digest != hashlib.sha256(_SEAL_KEY + payload.encode()).hexdigest()[:32]:
+        return None
+    return base64.urlsafe_b64decode(payload.encode()).decode()
 
 
 def _follows_reasoning(item: JSON) -> bool:
@@ -57,6 +79,8 @@ def validate_responses(body: JSON, model: str | None) -> Violation | None:
         return violation("openai.responses.context_management_shape", "context_management")
     items = as_dicts(body.get("input"))
     for index, item in enumerate(items):
+        if item.get("type") == "compaction" and unseal_compaction(item.get("encrypted_content")) is None:
+            return violation("openai.responses.compaction_content", id=str(item.get("id", f"input[{index}]")))
         if item.get("type") != "reasoning":
             continue
         ident = str(item.get("id", f"input[{index}]"))

@@ -171,6 +171,19 @@ RULES: Final[tuple[Rule, ...]] = (
         note="the emulator can verify only what it sealed itself (seal_reasoning); other content is accepted",
     ),
     Rule(
+        id="openai.responses.compaction_content",
+        provider="openai",
+        wire="responses",
+        checks="a compaction item's encrypted_content is one the provider issued (it decrypts it to read the "
+        "context the item stands for), unaltered",
+        error="The encrypted content for item {id} could not be verified. Reason: Encrypted content could not "
+        "be decrypted or parsed.",
+        source="https://developers.openai.com/api/docs/guides/compaction (compaction items are opaque, "
+        "encrypted and only the API that issued them reads them) ; openai/codex#8145",
+        code="invalid_encrypted_content",
+        note="not verified for compaction items: the wording is that of the reasoning items' rule",
+    ),
+    Rule(
         id="openai.responses.context_length",
         provider="openai",
         wire="responses",

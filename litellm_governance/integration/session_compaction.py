@@ -1,0 +1,318 @@
+"""Codex's remote compaction at the gateway, on the way in: which requests the gateway answers, the
+summary request they become, and the gateway's compaction items read back (`_session_compaction`
+says what each of those is; `compaction_answers` writes the answer).
+
+* `before_routing` (the proxy's pre-call hook, before routing and before LiteLLM translates
+  anything): the gateway's own compaction items in a ``/v1/responses`` ``input`` become messages
+  holding their summaries, whatever the deployment (OpenAI's too: it cannot read them, and a session
+  may change deployment). A request whose last item is ``compaction_trigger``, for a model group
+  with a deployment that has no compaction of its own (every deployment but OpenAI's and Azure's
+  own Responses API: `context_editing.native_features`), becomes a summary request, routed, governed
+  and paid for like any other, with a `Plan` in its LiteLLM metadata for the answer hooks. Groups
+  whose every deployment compacts natively get the request as it came, OpenAI's items byte for byte.
+* `at_deployment` (after routing; the SDK's only hook): the same read-back, and, in ``note`` mode,
+  the note as LiteLLM's own ``mock_response`` on the call it makes for a deployment without a
+  Responses API of its own, so no model is asked.
+* `refuse_websocket`: LiteLLM 1.108 serves the Responses API over a WebSocket too (``GET
+  /v1/responses``), where no callback sees or changes what is streamed back; Codex, configured with
+  ``openai_base_url``, tries it first. For a Codex session that announces remote compaction, on a
+  group the gateway answers for, the session is refused; Codex retries a few times (about 3 s) and
+  then uses HTTP for the whole session.
+* `reported`: the pass's report says ``compacted_session`` (`_steps`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from .._config import GovernanceConfig
+from .._models import Deployment
+from .._report import GovernanceReport
+from .._request import Format
+from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
+from .context_editing import COMPACT, group_deployments, native_features
+from .fields import METADATA, metadata_key
+from .logonce import LogOnce
+from .passes import STATE_KEY, PassState
+from .reporting import logger, record, report_slot
+from .routing import deployment_target, translated_later
+
+__all__ = [
+    "FALLBACK",
+    "NOTE_ANSWER",
+    "NOTE_FALLBACK",
+    "PLAN_KEY",
+    "STEP",
+    "Plan",
+    "WebSocketRefused",
+    "at_deployment",
+    "before_routing",
+    "needs_gateway",
+    "plan_of",
+    "refuse_websocket",
+    "reported",
+]
+
+#: Key of the `Plan` in the request's LiteLLM metadata.
+PLAN_KEY: Final = "_governance_compaction"
+#: Marks the fallback the gateway adds to a summary request: the same model group, answered with the
+#: note (the deployment hook takes the mark off before LiteLLM sees the call).
+NOTE_FALLBACK: Final = "_governance_note_fallback"
+#: The step the report counts (`_steps.STEPS`).
+STEP: Final = "compacted_session"
+#: The mode of a plan the gateway's own fallback answers with the note.
+FALLBACK: Final = "note-fallback"
+#: What LiteLLM's ``mock_response`` answers where the note does (short: LiteLLM streams a mock three
+#: characters a chunk; the answer hook puts the note in the item).
+NOTE_ANSWER: Final = "[litellm-governance: the session's note answers this compaction]"
+#: LiteLLM's call type for a Responses WebSocket session, and the header by which Codex announces
+#: remote compaction (sent with the WebSocket handshake too).
+WEBSOCKET_CALL: Final = "_aresponses_websocket"
+CODEX_FEATURES: Final = "x-codex-beta-features"
+REMOTE_COMPACTION: Final = "remote_compaction_v2"
+
+_once = LogOnce(logger)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the gateway answers one compaction request: its mode (``model``: the model's summary, the
+    note where that fails; ``note``: the note), the session's note and size, the model whose
+    tokenizer counted them, and when the request came (`time.perf_counter`)."""
+
+    mode: str
+    note: str
+    tokens_before: int
+    model: str
+    started: float
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Plan:
+        """Itself (frozen): LiteLLM deep-copies request metadata, the note need not be."""
+        return self
+
+
+class WebSocketRefused(Exception):
+    """Raised by the pre-call hook to turn a Codex WebSocket session away (see `refuse_websocket`)."""
+
+
+def plan_of(request: Mapping[str, Any] | None) -> Plan | None:
+    """The `Plan` in a request's (or a translated call's) LiteLLM metadata, if it is a compaction the
+    gateway answers."""
+    if not isinstance(request, Mapping):
+        return None
+    for key in ("litellm_metadata", "metadata"):
+        metadata = request.get(key)
+        plan = metadata.get(PLAN_KEY) if isinstance(metadata, Mapping) else None
+        if isinstance(plan, Plan):
+            return plan
+    return None
+
+
+def needs_gateway(targets: Sequence[tuple[Deployment, bool]]) -> bool:
+    """Whether one of `targets` (deployment, translated by LiteLLM?) has no compaction of its own."""
+    return any(COMPACT not in native_features(target, "responses", translated) for target, translated in targets)
+
+
+def _targets(group: object) -> list[tuple[Deployment, bool]]:
+    """The proxy model group's deployments (each with whether LiteLLM translates a Responses request for
+    it); a name that is no group of the proxy's stands for itself (its provider prefix says the provider)."""
+    found = group_deployments(group, "responses")
+    if not found and isinstance(group, str) and group:
+        found = [(Deployment(group), False)]
+    return found
+
+
+def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
+    """Raise `WebSocketRefused` for a Codex WebSocket session (one announcing remote compaction) on a
+    model group the gateway answers compaction requests for: only over HTTP can it answer them."""
+    if getattr(call_type, "value", call_type) != WEBSOCKET_CALL:
+        return
+    group = data.get("model")
+    try:
+        if not _announces_remote_compaction(data) or not needs_gateway(_targets(group)):
+            return
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail open: the session goes on
+        _once.failure(exc, "Responses WebSocket session let through (%s at %s)")
+        return
+    _once.log(
+        ("websocket", group),
+        logging.INFO,
+        "Responses WebSocket session for %s refused: Codex's compaction requests are answered over HTTP "
+        "(Codex falls back to HTTP by itself)",
+        group,
+    )
+    raise WebSocketRefused(
+        f"litellm-governance: model group {group!r} answers Codex's compaction requests over HTTP only; "
+        "use HTTP (POST /v1/responses)"
+    )
+
+
+def _announces_remote_compaction(data: Mapping[str, Any]) -> bool:
+    server_request = data.get("proxy_server_request")
+    headers = server_request.get("headers") if isinstance(server_request, Mapping) else None
+    if not isinstance(headers, Mapping):
+        return False
+    features = next((v for k, v in headers.items() if isinstance(k, str) and k.lower() == CODEX_FEATURES), None)
+    return isinstance(features, str) and REMOTE_COMPACTION in features
+
+
+def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], GovernanceConfig]) -> dict[str, Any] | None:
+    """The request with the gateway's compaction items read back, and a compaction request for a
+    group the gateway answers for turned into a summary request (a new dict; None: unchanged). Looking
+    for the items is a check of each item's ``type`` (about 12 µs for 400 items). Fails open."""
+    if fmt != "responses" or not isinstance(data.get("input"), list):
+        return None
+    try:
+        replaced = read_back(data["input"])
+        request = data if replaced is None else {**data, "input": replaced}
+        if is_trigger_request(request):
+            targets = _targets(data.get("model"))
+            if needs_gateway(targets):
+                return _planned(request, config(), targets[0][0])
+        return request if replaced is not None else None
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail open: the request goes on as it came
+        _once.failure(exc, "compaction request left as sent (%s at %s)")
+        return None
+
+
+def _planned(request: Mapping[str, Any], config: GovernanceConfig, target: Deployment) -> dict[str, Any]:
+    """The summary request for compaction request `request`, with its `Plan`."""
+    session = session_note(request["input"], target.model)
+    note_mode = config.compaction == "note"
+    out = summary_request(request, note=session.note if note_mode else None)
+    if config.summary_model and not note_mode:
+        out["model"] = config.summary_model
+    if not note_mode and isinstance(out.get("model"), str):
+        out["fallbacks"] = _with_note_fallback(request.get("fallbacks"), out["model"])
+    key = METADATA["responses"]
+    metadata = out.get(key)
+    if not isinstance(metadata, dict):
+        metadata = out[key] = {}
+    metadata[PLAN_KEY] = Plan(config.compaction, session.note, session.tokens, target.model, time.perf_counter())
+    return out
+
+
+def _with_note_fallback(client: object, group: str) -> list[Any]:
+    """The fallbacks of a summary request to `group`: the client's (else the proxy's) with, at the end of
+    `group`'s chain (its own, else the generic ``*`` one), the same group answered with the note — so
+    that a model call that fails before its answer starts, after every retry and fallback, is answered
+    with the note too."""
+    if isinstance(client, list):
+        base = list(client)
+    else:
+        server = sys.modules.get("litellm.proxy.proxy_server")  # the proxy's router, where there is one
+        configured = getattr(getattr(server, "llm_router", None), "fallbacks", None)
+        base = list(configured) if isinstance(configured, list) else []
+    entries = [e for e in base if isinstance(e, Mapping) and len(e) == 1]
+    own = next((e[group] for e in entries if group in e), None)
+    generic = next((e["*"] for e in entries if "*" in e), None)
+    chain = own if isinstance(own, list) else generic if isinstance(generic, list) else []
+    if not entries:
+        chain = [e for e in base if isinstance(e, str)]  # a client's plain list of groups
+        base = []
+    kept = [e for e in base if not (isinstance(e, Mapping) and group in e)]
+    return [*kept, {group: [*chain, {"model": group, NOTE_FALLBACK: True}]}]
+
+
+def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
+    """After routing: the gateway's compaction items read back where no proxy pre-call pass did it
+    (the SDK), and in ``note`` mode the call LiteLLM makes for a deployment without a Responses API
+    of its own answered by LiteLLM's ``mock_response`` (the note) instead of the model. A new dict,
+    or None: unchanged."""
+    try:
+        plan = plan_of(kwargs)
+        if plan is not None and plan.mode != "model" and fmt == "chat":
+            return {**kwargs, "mock_response": NOTE_ANSWER}
+        if plan is not None and NOTE_FALLBACK in kwargs:
+            return _noted_fallback(kwargs, fmt, plan)
+        if fmt != "responses":
+            return None
+        out = _without_threshold(kwargs)
+        metadata = kwargs.get(metadata_key(kwargs, fmt))
+        proxied = isinstance(metadata, Mapping) and STATE_KEY in metadata
+        replaced = read_back(kwargs["input"]) if isinstance(kwargs.get("input"), list) and not proxied else None
+        if replaced is not None:
+            out = {**(out or kwargs), "input": replaced}
+        return out
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail open
+        _once.failure(exc, "compaction read-back skipped (%s at %s)")
+    return None
+
+
+def _without_threshold(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """A Responses call without its ``context_management`` (OpenAI's ``compact_threshold``) when its
+    deployment has no compaction of its own: LiteLLM would refuse the field there ("does not support
+    parameters"), and the gateway fits the history to the window anyway. None: left as it is."""
+    if not isinstance(kwargs.get("context_management"), list):
+        return None
+    target = deployment_target(kwargs)
+    if COMPACT in native_features(target, "responses", translated_later("responses", kwargs)):
+        return None
+    _once.log(
+        ("threshold", target.model),
+        logging.INFO,
+        "context_management (compact_threshold) left out for %s: it has no compaction; the history is fitted instead",
+        target.model,
+    )
+    return {key: value for key, value in kwargs.items() if key != "context_management"}
+
+
+def _noted_fallback(kwargs: dict[str, Any], fmt: Format, plan: Plan) -> dict[str, Any]:
+    """The gateway's own fallback (`_with_note_fallback`): its mark taken off, and its plan (in this
+    attempt's copy of the metadata) the note's, which the call LiteLLM makes next is answered with."""
+    out = {key: value for key, value in kwargs.items() if key != NOTE_FALLBACK}
+    key = metadata_key(out, fmt)
+    out[key] = {**out.get(key, {}), PLAN_KEY: replace(plan, mode=FALLBACK)}
+    _once.log(("fallback", plan.model), logging.WARNING, "%s: the model's summary failed; the note answers", STEP)
+    return out
+
+
+def reported(request: dict[str, Any] | None, fmt: Format) -> None:
+    """Say ``compacted_session`` in the report of a summary request the gateway answers (the pass's
+    report, and the one the proxy's next pass builds on). Fails open."""
+    plan = plan_of(request)
+    if plan is None or request is None:
+        return
+    try:
+        _report(request, fmt, plan)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the report is not worth failing the request for
+        _once.failure(exc, "compacted_session not reported (%s at %s)")
+
+
+def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
+    note = (
+        f"{STEP}: a compaction request for a deployment without compaction of its own; the gateway answers "
+        f"with one compaction item holding the session's summary ({plan.mode}; the session was "
+        f"{plan.tokens_before} tokens)"
+    )
+    metadata = request.get(metadata_key(request, fmt))
+    state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
+    if isinstance(metadata, dict) and isinstance(state, PassState) and state.pre_call_report is not None:
+        report = _with_step(state.pre_call_report, note)
+        metadata[STATE_KEY] = replace(state, pre_call_report=report)
+        record(request, fmt, {**report.to_dict(), "summary": report.summary(), "stage": "pre_call"})
+        return
+    slot = report_slot(request)
+    if slot is None:
+        record(request, fmt, {"changed": True, "steps": {STEP: 1}, "notes": [note], "summary": f"{STEP}=1"})
+    elif STEP not in slot.get("steps", {}):
+        slot["steps"] = {**slot.get("steps", {}), STEP: 1}
+        slot["summary"] = f"{STEP}=1; {slot.get('summary', '')}"
+
+
+def _with_step(report: GovernanceReport, note: str) -> GovernanceReport:
+    steps = dict(sorted({**report.steps, STEP: 1}.items()))
+    return replace(report, steps=steps, changed=True, notes=(*report.notes, note))
