@@ -66,7 +66,9 @@ _ERROR_START: Final = re.compile(
     r"^\s*(<tool_use_error>|error\b|Error\b|ERROR\b|fatal:|Exception\b|Traceback \(most recent call last\))"
 )
 _STUB: Final = re.compile(r"\[[^\[\]\n]{1,200} result omitted from context[:\]]")
-_EXIT_CODE: Final = re.compile(r"\b(?:exit(?:ed with)?[ _]?(?:code|status)|Exit code)[:= ]+(-?\d+)", re.IGNORECASE)
+# Searched in lower-cased text, and without a leading \b: a pattern that opens with a literal is
+# searched for that literal first, about ten times faster (the word boundary is checked after).
+_EXIT_CODE: Final = re.compile(r"exit(?:ed with)?[ _]?(?:code|status)[:= ]+(-?\d+)")
 
 
 #: Tools with a sub-command whose calls are named by it and by their path, e.g.
@@ -259,8 +261,14 @@ def _states_failure(content: str) -> bool:
     head = content[:2_000]
     if _ERROR_START.match(head):
         return True
-    tail = content[-500:]
-    if not any(mark in part for part in (head, tail) for mark in ("xit", "XIT")):
-        return False  # no exit code stated (most results): the search below is the slow part
-    code = _EXIT_CODE.search(head) or _EXIT_CODE.search(tail)
-    return code is not None and code.group(1) != "0"
+    code = _exit_code(head.lower()) or _exit_code(content[-500:].lower())
+    return code is not None and code != "0"
+
+
+def _exit_code(text: str) -> str | None:
+    """The first exit code `text` (lower-cased) states: ``exit code: 2``, ``exited with status 1``."""
+    for match in _EXIT_CODE.finditer(text):
+        start = match.start()
+        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_"):
+            return match.group(1)
+    return None

@@ -120,7 +120,7 @@ class Memo:
     """Per-request caches of what steps compute again and again, keyed by object identity (safe:
     the memo keeps the objects alive). A cache hit never changes a decision."""
 
-    __slots__ = ("alive", "calls", "counts", "pairing")
+    __slots__ = ("alive", "calls", "counts", "overheads", "pairing")
 
     def __init__(self) -> None:
         #: id(message) -> its tokens; `alive` holds every message counted, so no other object can
@@ -129,6 +129,7 @@ class Memo:
         self.alive: list[Mapping[str, Any]] = []
         self.pairing: tuple[object, Pairing] | None = None
         self.calls: tuple[object, Mapping[str, CallInfo]] | None = None
+        self.overheads: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,11 @@ class Context:
     def rule_overheads(self) -> tuple[int, int, int]:
         """Tokens the role rules may add: (a bridge turn after tool results, the label of a
         converted system message, reasoning filled into an assistant message)."""
+        if self.memo.overheads is None:
+            self.memo.overheads = self._rule_overheads()
+        return self.memo.overheads
+
+    def _rule_overheads(self) -> tuple[int, int, int]:
         profile = self.profile
         bridge = self.tokens(_BRIDGE) if profile.assistant_after_tool else 0
         note = (

@@ -133,8 +133,13 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
         if name is None:
             continue
         target = read_target(call)
-        if target is not None and not looks_like_error(message):
-            for ordinal, earlier in reads.get((target.tool, target.path), ()):
+        # (a failed read supersedes nothing: whether it failed is asked only when it could)
+        if (
+            target is not None
+            and (earlier_reads := reads.get((target.tool, target.path)))
+            and not looks_like_error(message)
+        ):
+            for ordinal, earlier in earlier_reads:
                 if found[ordinal].superseded_by is None and target.covers(earlier):
                     found[ordinal] = replace(found[ordinal], superseded_by=index)
         content = message.get("content")

@@ -121,12 +121,6 @@ class _Replay:
         self.trace = trace_index(messages, layout, ctx)
         self.cap = note_cap(ctx)
         candidates = found.candidates
-        # What compacting each candidate saves (a stub replaces the content and nothing else: the
-        # content's tokens less the stub's), and the candidates each unit brings.
-        counter = ctx.counter
-        self.saving = [
-            counter.content(messages[c.index].get("content")) - counter.text(_stub(messages, c)) for c in candidates
-        ]
         self.unit_of = layout.unit_index()
         self.arriving: dict[int, list[int]] = {}
         self.stale_from: dict[int, list[int]] = {}  # a superseded read goes stale when the later read arrives
@@ -156,9 +150,13 @@ class _Replay:
             self.stale.discard(ordinal)
             self.stubbed_stale.add(ordinal)  # its stub says so; one compacted earlier keeps its own
         self.compacted.add(ordinal)
-        unit = self.unit_of[self.found.candidates[ordinal].index]
-        self.current[unit] -= self.saving[ordinal]
-        return self.saving[ordinal] if unit >= self.cut else 0
+        candidate = self.found.candidates[ordinal]
+        unit = self.unit_of[candidate.index]
+        # What that saves: a stub replaces the content and nothing else.
+        content = self.messages[candidate.index].get("content")
+        saving = self.ctx.counter.content(content) - self.ctx.counter.text(_stub(self.messages, candidate))
+        self.current[unit] -= saving
+        return saving if unit >= self.cut else 0
 
     def is_newest(self, ordinal: int) -> bool:
         """Whether the candidate is among the results the model is about to read at this step."""

@@ -5,9 +5,9 @@ the network is cut. LiteLLM ships the two encodings we need; this module reads t
 (verifying their published SHA-256) and never lets tiktoken download anything. It does not
 import LiteLLM (which takes seconds): it only locates LiteLLM's package folder.
 
-Agent loops resend the same history on every request, so the count of each long text is cached
-by a BLAKE2b digest of the text (`TokenCache`, bounded): a text already seen is hashed, not
-tokenized again. The cache holds digests and counts, never text.
+Agent loops resend the same history on every request, so the count of each message, and of each
+long text, is cached by a BLAKE2b digest of its content (`TokenCache`, bounded): what was seen
+before is hashed, not tokenized again. The cache holds digests and counts, never text.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ REPLY_PRIMING: Final = 3
 #: 1,400 with Claude at 1.15 megapixels; this is the conservative middle after the profile ratio).
 IMAGE_TOKENS: Final = 1_200
 # Texts at least this long are cached by digest; shorter ones are quicker to encode than to look up.
-_CACHED_TEXT: Final = 256
+_CACHED_TEXT: Final = 32
 _IMAGE_PARTS: Final = frozenset({"image_url", "image", "input_image"})
 _TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 # Long texts are tokenized in slices of this many characters: tiktoken's o200k pattern panics on
@@ -190,10 +190,18 @@ class TokenCounter:
             return len(text.encode("utf-8", "surrogatepass"))
 
     def message(self, message: Mapping[str, Any]) -> int:
-        """Tokens a message costs in a request: framing, content, name and tool calls."""
+        """Tokens a message costs in a request: framing, content, name and tool calls. Agents resend
+        their history: a message seen before is one digest of its pieces and one lookup."""
         texts: list[str] = []
         fixed = _message_pieces(message, texts)
-        return fixed + sum(self.text(text) for text in texts)
+        lengths = ",".join([str(len(text)) for text in texts])  # (no two ways to split the texts alike)
+        framed = f"{fixed}:{lengths}:" + "".join(texts)
+        key = hashlib.blake2b(framed.encode("utf-8", "surrogatepass"), digest_size=16, person=self._person).digest()
+        count = self._cache.get(key)
+        if count is None:
+            count = fixed + sum(self.text(text) for text in texts)
+            self._cache.put(key, count)
+        return count
 
     def content(self, content: object) -> int:
         """Tokens a message's content alone costs (what replacing it saves or adds)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,22 @@ class TestTokenCounter:
         assert counter.text(base) == len(get_encoding("cl100k_base").encode_ordinary(base))
         assert counter.text(other) == len(get_encoding("cl100k_base").encode_ordinary(other))
         assert counter.text(other) != counter.text(base)
+
+    def test_a_message_seen_before_is_not_tokenized_again(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The same message in a new object is counted from the cache (by the digest of its pieces);
+        the same texts split differently between parts are counted apart."""
+        cache = TokenCache(1_000)
+        counter = TokenCounter("cl100k_base", cache)
+        message = {"role": "user", "content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "cd ef"}]}
+        first = counter.message(message)
+        with monkeypatch.context() as patched:
+            patched.setattr(counter, "_encode", lambda _: pytest.fail("tokenized again"))
+            assert counter.message(json.loads(json.dumps(message))) == first
+        split = {"role": "user", "content": [{"type": "text", "text": "abc"}, {"type": "text", "text": "d ef"}]}
+        expected = counter.message({"role": "user", "content": ""}) + sum(
+            len(get_encoding("cl100k_base").encode_ordinary(text)) for text in ("abc", "d ef")
+        )
+        assert counter.message(split) == expected
 
     def test_the_encodings_keep_their_counts_apart(self) -> None:
         """The same text in one shared cache keeps a count per encoding."""
