@@ -85,6 +85,10 @@ class AnthropicOutline:
                 self._groups[id(group[0])] = (message, group)
             else:  # rendered anew, results first: "tool_result blocks must come first"
                 self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
+            before = self._parts.get(index - 1)
+            if before and before[-1].get("role") == "tool" and message.get("role") == "user":
+                # a user message after one ending in tool results is rendered as one turn with it
+                self.parse_counts["merged"] = self.parse_counts.get("merged", 0) + 1
             self.view.extend(group)
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -152,6 +152,10 @@ class Context:
     text_type: str = "text"
     #: The request format has chat's ``reasoning_content`` field (`_formats.FormatSpec`).
     reasoning_field: bool = True
+    #: The format needs tool-call ids unique in the whole request (`_formats.FormatSpec`).
+    unique_call_ids: bool = False
+    #: How the outline holds text an assistant turn gains (`_formats.FormatSpec.said`).
+    said: Callable[[str], Any] = str
     #: Shrink with ``cache_stable`` (the config's choice, or "auto" decided from the window).
     stable: bool = False
     #: The repaired request before compaction: what notes for cut turns read outcomes from.
@@ -227,6 +231,10 @@ class Context:
             return not (self.profile.no_empty_text and is_empty_content(message.get("content")))
         return not (role in ("system", "developer") and self.profile.mid_system is MidSystem.HOIST)
 
+    def bridge(self) -> Message:
+        """A new bridge turn: the assistant message some providers need between results and a user turn."""
+        return {"role": "assistant", "content": self.said(BRIDGE_CONTENT)}
+
     def synthetic_user_tokens(self) -> int:
         return self.tokens(_SYNTHETIC_USER)
 
@@ -239,7 +247,7 @@ class Context:
 
     def _rule_overheads(self) -> tuple[int, int, int]:
         profile = self.profile
-        bridge = self.tokens(_BRIDGE) if profile.assistant_after_tool else 0
+        bridge = self.tokens(self.bridge()) if profile.assistant_after_tool else 0
         note = (
             self.counter.text(f"{SYSTEM_NOTE_LABEL}\n\n{SYSTEM_NOTE_END}") + 2
             if profile.mid_system is MidSystem.TO_USER
@@ -250,7 +258,6 @@ class Context:
 
 
 _SYNTHETIC_USER: Final = {"role": "user", "content": SYNTHETIC_USER_CONTENT}
-_BRIDGE: Final = {"role": "assistant", "content": BRIDGE_CONTENT}
 
 
 def synthetic_user() -> dict[str, Any]:
@@ -264,4 +271,13 @@ def is_turn(message: Message) -> bool:
     if message.get("tool_calls"):
         return True
     content = message.get("content")
-    return content != BRIDGE_CONTENT and not is_empty_content(content)
+    return not is_bridge_content(content) and not is_empty_content(content)
+
+
+def is_bridge_content(content: object) -> bool:
+    """Whether `content` is the bridge turn's text: as the rules write it, or as a Responses body
+    carries it (one message item of one text part)."""
+    while isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
+        part = content[0]
+        content = part.get("text") if "text" in part else part.get("content") if part.get("type") == "message" else None
+    return content == BRIDGE_CONTENT

@@ -28,7 +28,7 @@ from ._compaction import Where
 from ._errors import InvalidRequestError
 from ._messages import Message, validate_messages
 from ._output import thinking_budget
-from ._responses import ResponsesOutline
+from ._responses import ResponsesOutline, said
 from ._thinking import Shape
 
 __all__ = [
@@ -139,6 +139,11 @@ class FormatSpec:
     reader: Callable[[Mapping[str, Any]], Outline]
     #: Its assistant messages carry chat's ``reasoning_content`` (thinking-mode providers want it back).
     reasoning_field: bool = False
+    #: Results find their call by id alone, whatever the provider: an id may not repeat in the request.
+    unique_call_ids: bool = False
+    #: How its outline holds text an assistant turn gains from the rules (the bridge): as it is,
+    #: or as the reader reads the item it renders to (so that it counts the same both ways).
+    said: Callable[[str], Any] = str
     #: Where a compaction is (`_compaction`): a content ``block`` (Anthropic), an input ``item``
     #: (Responses), or nowhere.
     compaction: Where | None = None
@@ -206,6 +211,8 @@ FORMATS: Final[Mapping[Format, FormatSpec]] = {
         ),
         compaction="item",
         litellm_config="get_provider_responses_api_config",
+        unique_call_ids=True,
+        said=lambda text: [said(text)],
     ),
 }
 #: The format names, in their usual order.

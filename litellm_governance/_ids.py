@@ -2,9 +2,9 @@
 
 * On every profile, an id repeated inside one assistant message (``[c1, c1, c18]``) is renamed:
   no provider can tell which result answers which call.
-* Where the provider needs ids unique in the whole request (Anthropic, Bedrock, Mistral), an id
-  repeated across turns (replayed or merged sessions; some agent frameworks reuse them) is
-  renamed too.
+* Where the provider needs ids unique in the whole request (Anthropic, Bedrock, Mistral), or the
+  format does (Responses: an output finds its call by id alone), an id repeated across turns
+  (replayed or merged sessions; some agent frameworks reuse them) is renamed too.
 * Mistral accepts only ids of exactly 9 letters and digits: every other id is mapped to one,
   derived from the original id, so the same call gets the same id on every request.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import deque
+from dataclasses import replace
 from typing import Any, Final
 
 from ._context import Context, Fate, StepResult
@@ -45,6 +46,8 @@ def nine_char_id(ident: str, salt: int = 0) -> str:
 
 def unique_ids(messages: list[Message], ctx: Context) -> StepResult:
     profile = ctx.profile
+    if ctx.unique_call_ids and not profile.unique_tool_call_ids:
+        profile = replace(profile, unique_tool_call_ids=True)  # the format needs it (Responses)
     idents = [ident for m in messages for c in tool_calls(m) if (ident := call_id(c)) is not None]
     taken = set(idents)
     needs_work = profile.nine_char_ids and any(not _NINE.fullmatch(i) for i in taken)
@@ -54,7 +57,7 @@ def unique_ids(messages: list[Message], ctx: Context) -> StepResult:
     ):
         return StepResult(messages)
     fates: list[Fate] = []
-    return StepResult(_rename(messages, ctx, taken, fates), tuple(fates))
+    return StepResult(_rename(messages, profile, taken, fates), tuple(fates))
 
 
 def _repeats_within(messages: list[Message]) -> bool:
@@ -94,8 +97,7 @@ def _new_ident(ident: str, profile: Profile, seen: set[str], taken: set[str]) ->
     return _with_suffix(ident, suffix, profile.id_payload_marker)
 
 
-def _rename(messages: list[Message], ctx: Context, taken: set[str], fates: list[Fate]) -> list[Message]:
-    profile = ctx.profile
+def _rename(messages: list[Message], profile: Profile, taken: set[str], fates: list[Fate]) -> list[Message]:
     seen: set[str] = set()
     out: list[Message] = []
     index = 0

@@ -316,12 +316,15 @@ def is_empty_content(content: object) -> bool:
 
 
 def is_blank_part(part: object) -> bool:
-    """A text part with no text (providers that reject empty text reject these)."""
+    """A text part with no text (providers that reject empty text reject these), or a Responses
+    message item in an assistant turn with nothing but such parts."""
     if isinstance(part, str):
         return not part or part.isspace()
     if isinstance(part, (dict, Mapping)) and part.get("type") in TEXT_PARTS:  # (a dict: no ABC check)
         text = part.get("text")
         return text is None or (isinstance(text, str) and (not text or text.isspace()))
+    if isinstance(part, Mapping) and part.get("type") == "message" and isinstance(part.get("content"), list):
+        return all(is_blank_part(inner) for inner in part["content"])
     return False
 
 

@@ -120,7 +120,8 @@ class Calibrated:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What `run` produced: the request fields in the client's format, the report, and (for
+    """What `run` produced: the request fields in the client's format (none when no step edited the
+    history: it goes as it came), the report, and (for
     `explain`) the governed outline and the per-request context it was counted with."""
 
     fields: dict[str, Any]
@@ -156,7 +157,7 @@ def govern(
     with clear_errors(messages=messages):
         parsed = Parsed(ChatOutline(messages), tools, max_output_tokens)
         outcome = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
-    return GovernanceResult(messages=list(outcome.fields["messages"]), report=outcome.report)
+    return GovernanceResult(messages=list(outcome.fields.get("messages", messages)), report=outcome.report)
 
 
 def govern_anthropic(
@@ -179,7 +180,9 @@ def govern_anthropic(
         parsed = Parsed(AnthropicOutline(messages, system), tools, max_tokens)
         fields = run(parsed, Deployment(model, provider, model_info), config, Calibrated.of(token_ratio))
     return AnthropicResult(
-        messages=list(fields.fields["messages"]), system=fields.fields.get("system"), report=fields.report
+        messages=list(fields.fields.get("messages", messages)),
+        system=fields.fields.get("system", system),
+        report=fields.report,
     )
 
 
@@ -313,6 +316,8 @@ def _plan(
         allow_prefill=profile.trailing_assistant is TrailingAssistant.IF_PREFILL and facts.prefill_supported(model),
         text_type=outline.text_type,
         reasoning_field=FORMATS[outline.format].reasoning_field,  # type: ignore[index]
+        unique_call_ids=FORMATS[outline.format].unique_call_ids,  # type: ignore[index]
+        said=FORMATS[outline.format].said,  # type: ignore[index]
         stable=config.stable_for(window),
         summaries=summaries or {},
     )
@@ -344,7 +349,7 @@ def _run_once(
         or len(governed) != len(original)
         or any(a is not b for a, b in zip(governed, original, strict=False))
     )
-    fields = outline.render(governed if edited else original)
+    fields = outline.render(governed) if edited else {}  # (unedited, the request goes as it came)
     history = fields.get("messages", fields.get("input"))
     report = GovernanceReport(
         model=deployment.model,
@@ -356,7 +361,7 @@ def _run_once(
         max_output_tokens=plan.reserve.tokens,
         max_output_lowered_from=plan.reserve.asked if plan.reserve.lowered else None,
         messages_before=outline.count,
-        messages_after=len(history) if isinstance(history, list) else outline.count,
+        messages_after=len(history) if isinstance(history, list) and edited else outline.count,
         format=outline.format,
         token_ratio=round(plan.ratio, 4),
         ratio_source="static" if calibrated is None else calibrated.source,

@@ -74,7 +74,7 @@ def govern_request(
         deployment = Deployment(target_model, provider, dict(model_info) if model_info else None)
         outcome = run(chosen.read(request), deployment, config, Calibrated.of(token_ratio, ratio_source), summaries)
     report = outcome.report
-    history = outcome.fields.get(chosen.history)
+    history = outcome.fields.get(chosen.history, request.get(chosen.history))  # (unedited: as it came)
     thinking = (
         lost_thinking_fields(request, history, chosen.thinking)
         if outcome.context.profile.thinking_leads_tool_turn and isinstance(history, list)

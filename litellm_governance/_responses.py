@@ -251,7 +251,8 @@ class ResponsesOutline:
         order = found.order if found is not None else ()
         if id(message) in self._originals and order:
             return list(order)
-        return interleave(_parts(message.get("content")), message.get("tool_calls"), order, _call_item)
+        parts = [said(part) if isinstance(part, str) else part for part in _parts(message.get("content"))]
+        return interleave(parts, message.get("tool_calls"), order, _call_item)
 
     def _output(self, message: Message, call_types: Mapping[Any, Any]) -> Any:
         if id(message) in self._originals:  # (each holds the client's item under `ORIGIN`)
@@ -259,6 +260,11 @@ class ResponsesOutline:
             if _kind_fits(native, call_types):
                 return native
         return _output_item(message, call_types)
+
+
+def said(text: str) -> dict[str, Any]:
+    """Text an assistant turn gained from the rules (a bridge turn), as the message item it is."""
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
 
 
 def _call_types(calls: Any) -> dict[Any, Any]:

@@ -20,7 +20,8 @@ In order, each rule as the profile asks:
    message instead (GLM rejects a request with system messages only: error 1214).
 6. If the first non-system message is an assistant message, insert a synthetic user message
    before it (GLM, DeepSeek, Bedrock and Gemini need the conversation to start with the user) —
-   unless it holds the compaction the provider reads the history from (`_compaction`).
+   unless it holds the compaction the provider reads the history from (`_compaction`); after
+   system messages alone, an ``(empty message)`` user turn.
 7. Where the provider needs an assistant turn between tool results and the next user message
    (Mistral, Bedrock Converse), insert a short one.
 8. Thinking-mode providers that need ``reasoning_content`` sent back (DeepSeek, Kimi) get it on
@@ -30,9 +31,10 @@ In order, each rule as the profile asks:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
-from ._context import BRIDGE_CONTENT, Context, Fate, StepResult, synthetic_user
+from ._context import Context, Fate, StepResult, synthetic_user
 from ._messages import (
     ORIGIN,
     TEXT_PARTS,
@@ -83,7 +85,7 @@ def enforce_roles(messages: list[Message], ctx: Context) -> StepResult:
     if profile.first_must_be_user:
         out = _user_first(out, fates)
     if profile.assistant_after_tool:
-        out = _assistant_after_tool(out, fates)
+        out = _assistant_after_tool(out, fates, ctx.bridge)
     if profile.reasoning is not Reasoning.NONE and ctx.reasoning_field:
         out = _reasoning_content(out, ctx, fates)
     return StepResult(out, tuple(fates))
@@ -93,7 +95,7 @@ def _without_blank_parts(content: object) -> object:
     if isinstance(content, list):
         for part in content:  # a plain loop, the common blocks decided inline: it runs on every message
             if type(part) is dict:
-                if part.get("type") not in TEXT_PARTS:
+                if part.get("type") not in TEXT_PARTS and part.get("type") != "message":
                     continue
                 text = part.get("text")
                 if type(text) is str and text and not text.isspace():
@@ -245,16 +247,20 @@ def _user_first(messages: list[Message], fates: list[Fate]) -> list[Message]:
         inserted = synthetic_user()
         fates.append(Fate(SYNTHETIC_USER_INSERTED, inserted))
         return [*messages[:index], inserted, *messages[index:]]
+    if messages:  # system messages alone, which these providers refuse (GLM: error 1214): a user turn
+        inserted = {"role": "user", "content": EMPTY_USER_CONTENT}
+        fates.append(Fate(SYNTHETIC_USER_INSERTED, inserted))
+        return [*messages, inserted]
     return messages
 
 
-def _assistant_after_tool(messages: list[Message], fates: list[Fate]) -> list[Message]:
+def _assistant_after_tool(messages: list[Message], fates: list[Fate], bridge: Callable[[], Message]) -> list[Message]:
     out: list[Message] | None = None
     for index in range(1, len(messages)):
         if messages[index].get("role") == "user" and messages[index - 1].get("role") == "tool":
             if out is None:
                 out = messages[:index]
-            out.append({"role": "assistant", "content": BRIDGE_CONTENT})
+            out.append(bridge())
             fates.append(Fate(ASSISTANT_BRIDGE_INSERTED, out[-1]))
         if out is not None:
             out.append(messages[index])

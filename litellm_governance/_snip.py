@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._context import BRIDGE_CONTENT, Context, Fate, StepResult, is_turn
+from ._context import Context, Fate, StepResult, is_bridge_content, is_turn
 from ._cut_turns import CutTurns, prefix_keys
 from ._messages import Message, is_empty_content, is_instruction, origin
 from ._steps import NOTED, SNIPPED, SUMMARIZED
@@ -177,7 +177,7 @@ def is_bridge(message: Message) -> bool:
     """The assistant turn the rules put between tool results and a user message."""
     return (
         message.get("role") == "assistant"
-        and message.get("content") == BRIDGE_CONTENT
+        and is_bridge_content(message.get("content"))
         and not message.get("tool_calls")
     )
 

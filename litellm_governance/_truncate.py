@@ -149,8 +149,8 @@ def truncate_newest(messages: list[Message], ctx: Context) -> StepResult:
     # must fit when governed again (idempotence).
     room = ctx.budget - layout.fixed - 8 - (ctx.budget - layout.fixed) // 100
 
-    def total(current: list[Message]) -> int:
-        return cost(0, sum(ctx.tokens(current[i]) for start, end in layout.units for i in range(start, end)))
+    def total(current: list[Message]) -> int:  # (the units' costs hold what the rules will add)
+        return cost(0, sum(layout.tokens) + sum(ctx.tokens(current[i]) - ctx.tokens(messages[i]) for i in newest))
 
     need = total(messages) - room
     if need <= 0:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import settings
+
 Message = dict[str, Any]
+
+
+def examples(at_default: int) -> int:
+    """A test's Hypothesis examples: `at_default` under the default profile (300 examples), scaled to
+    the profile ``HYPOTHESIS_PROFILE`` loads (tests/conftest.py), so that ``deep`` searches longer
+    and ``ci`` and ``matrix`` shorter, every test alike."""
+    return max(1, at_default * settings.default.max_examples // 300)
 
 
 def system(text: str = "You are a coding agent.") -> Message:

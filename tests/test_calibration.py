@@ -48,7 +48,7 @@ from litellm_governance.integration.calibration_store import (
 from litellm_governance.integration.metrics import deployment_label
 from litellm_governance.testing.emulation import PROVIDERS, RULES, RULES_BY_ID, check_context, error_response
 
-from .builders import assistant, calling, result, system, user
+from .builders import assistant, calling, examples, result, system, user
 
 
 def held(quantile: float) -> float:
@@ -157,7 +157,7 @@ class TestHold:
         assert state.ratio_for(held=True) < applied / HOLD_BAND
 
     @given(st.lists(st.floats(min_value=0.6, max_value=2.0), min_size=MIN_SAMPLES, max_size=80))
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     def test_the_ratio_is_never_below_the_learned_one_nor_far_above(self, samples: list[float]) -> None:
         """Whatever the samples: at least the learned ratio (what the samples prove, with its
         margin), at most `HOLD_BAND` above it; and it changes no more often than the learned one."""

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from bench.sessions import make_session
 from litellm_governance import GovernanceConfig, GovernanceResult, InvalidRequestError, govern
 
-from .builders import assistant, call, calling, result, system, user
+from .builders import assistant, call, calling, examples, result, system, user
 from .validity import problems
 
 Messages = list[dict[str, Any]]
@@ -159,7 +159,7 @@ class TestNotAMessageList:
         with pytest.raises(InvalidRequestError, match=expected):
             govern([user()], **arguments)
 
-    @settings(max_examples=100, deadline=None)
+    @settings(max_examples=examples(100), deadline=None)
     @given(
         messages=st.recursive(
             st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
@@ -797,7 +797,7 @@ HOSTILE_CONFIGS = st.builds(
     stable=st.booleans(),
     batch=st.sampled_from([None, 1, 3]),
 )
-HOSTILE = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HOSTILE = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class TestHostileProperties:
@@ -816,7 +816,7 @@ class TestHostileProperties:
         for model, profile, prefill in MODELS:
             check_governed(messages, model, profile, prefill, tools=tools, max_output_tokens=max_output, config=config)
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(messages=st.lists(hostile_messages(), max_size=8), window=st.sampled_from([None, 30, 2_000]))
     def test_every_profile_governs_arbitrary_dicts(self, messages: Messages, window: int | None) -> None:
         """Lists of arbitrary message dicts (no plausible structure at all) are governed too."""

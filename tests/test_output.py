@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from litellm_governance import ConfigError, GovernanceConfig, govern_request
 from litellm_governance.__main__ import render
 
-from .builders import assistant, call, result, system, user
+from .builders import assistant, call, examples, result, system, user
 
 WINDOW = 32_768
 CONFIG = GovernanceConfig(context_window_tokens=WINDOW)
@@ -128,7 +128,7 @@ def test_the_share_is_validated() -> None:
         GovernanceConfig(max_output_share=1.0)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     window=st.sampled_from([8_192, 16_384, 32_768, 128_000]),
     asked=st.integers(min_value=256, max_value=64_000),

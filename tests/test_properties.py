@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from litellm_governance import GovernanceConfig, govern
 from litellm_governance._tokens import REPLY_PRIMING
 
+from .builders import examples
 from .validity import empty, problems, text_of
 
 Messages = list[dict[str, Any]]
@@ -260,7 +261,7 @@ def same_but_ids(message: dict[str, Any], governed: dict[str, Any]) -> bool:
     }
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(messages=conversations())
 def test_tokens_after_matches_a_fresh_count(messages: Messages) -> None:
     """tokens_after is the count of what is sent (no stale cached figure)."""

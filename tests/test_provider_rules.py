@@ -62,6 +62,23 @@ class TestEmptyUserMessages:
         out = govern([user([{"type": "text", "text": ""}, image])], model="zai/glm-4.6", config=config(False))
         assert out.messages == [user([image])]
 
+    @pytest.mark.parametrize("model", ["zai/glm-4.6", "deepseek/deepseek-reasoner", "anthropic/claude-opus-4-6"])
+    def test_nothing_but_system_messages_left_gets_a_user_turn(self, model: str) -> None:
+        """A request whose repairs leave system messages alone (a null assistant turn, orphan
+        results) gets an ``(empty message)`` user turn: never the system prompt alone, which GLM
+        answers with error 1214 and the other strict providers refuse (all three formats:
+        tests/test_guarantees.py)."""
+        messages = [
+            {"role": "assistant", "content": None},
+            {"role": "system", "content": [1, 2]},
+            {"role": "tool", "tool_call_id": "gone", "content": None},
+            {"role": "tool", "tool_call_id": "lost", "content": "x" * 500},
+        ]
+        out = govern(messages, model=model, config=config(False))
+        assert out.messages == [messages[1], user("(empty message)")]
+        assert out.report.steps["synthetic_user_inserted"] == 1
+        assert problems(out.messages, out.report.profile) == []
+
 
 class TestMidConversationSystem:
     MESSAGES = [system("S"), user("task"), assistant("done"), system("Keep answers short."), user("next")]

@@ -29,7 +29,7 @@ from litellm_governance._session_compaction import (
     summary_request,
 )
 
-from .builders import long_text
+from .builders import examples, long_text
 
 TRIGGER = {"type": "compaction_trigger"}
 #: The events of a streamed answer Codex 0.169.0 accepts, in order (../shared/CLIENT_COMPACTION.md).
@@ -129,7 +129,7 @@ class TestReadBack:
         assert TOKEN_PREFIX not in json.dumps(out)
 
     @given(st.text(max_size=200).filter(lambda text: not text.startswith(TOKEN_PREFIX)))
-    @settings(max_examples=50)
+    @settings(max_examples=examples(50))
     def test_another_servers_item_passes_as_it_came(self, content: str) -> None:
         """OpenAI's items (any content without our prefix) are the same objects after the read-back."""
         foreign = {**OPENAI_ITEM, "encrypted_content": content}

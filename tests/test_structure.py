@@ -182,3 +182,25 @@ class TestImportContracts:
                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "litellm_governance":
                     names = {alias.name for alias in node.names}
                     assert names <= public, f"{path.name} imports {sorted(names - public)}"
+
+
+class TestHypothesisProfiles:
+    def test_every_property_takes_its_examples_from_the_profile(self) -> None:
+        """``HYPOTHESIS_PROFILE`` sets how long every property searches: a test that names its own
+        example count scales it with `builders.examples`, never a bare number the profile cannot move."""
+        for path in sorted((ROOT / "tests").rglob("*.py")):
+            if path.name == "conftest.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.keyword) and node.arg == "max_examples":
+                    scaled = isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "examples"
+                    assert scaled, f"{path.name}:{node.value.lineno} sets max_examples without builders.examples"
+
+    def test_examples_follow_the_loaded_profile(self) -> None:
+        """300 examples at the default profile is the loaded profile's count; others in proportion."""
+        from hypothesis import settings
+
+        from .builders import examples
+
+        loaded = settings.default.max_examples
+        assert examples(300) == loaded and examples(150) == max(1, loaded // 2) and examples(1) >= 1

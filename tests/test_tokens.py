@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from litellm_governance import TokenizerUnavailableError, _tokens
 from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model, get_encoding
 
+from .builders import examples
+
 
 @pytest.mark.parametrize(
     ("model", "encoding"),
@@ -153,7 +155,7 @@ _TEXTS = st.lists(st.one_of(st.text(max_size=40), _SPECIAL_TEXT, st.sampled_from
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(text=_TEXTS)
 def test_counting_gives_encode_ordinarys_count(name: str, text: str) -> None:
     """A text has exactly the tokens ``encode_ordinary`` gives it, cached or not: special tokens'

@@ -65,6 +65,8 @@ def problems(messages: Messages, profile: str, *, prefill: bool = False) -> list
     if profile == "permissive":
         return found
     non_system = [m for m in messages if m.get("role") not in ("system", "developer")]
+    if messages and not non_system:  # GLM 1214, "A conversation must start with a user message"
+        found.append("system messages only: no user message")
     if non_system and non_system[0].get("role") != "user":
         found.append(f"first non-system message is {non_system[0].get('role')}, not user")
     seen_conversation = False
