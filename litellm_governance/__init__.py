@@ -25,7 +25,7 @@ environment variable, no logging handler). The test helpers are in `litellm_gove
 from __future__ import annotations
 
 from importlib import metadata as _metadata
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ._config import AGENT_TOOLS, DEFAULT_COMPACTABLE_TOOLS, NANOBOT_TOOLS, TOOL_PRESETS, GovernanceConfig
 from ._errors import ConfigError, GovernanceError, InvalidRequestError, TokenizerUnavailableError
@@ -63,18 +63,13 @@ __all__ = [
     "proxy_handler_instance",
 ]
 
-# The distribution whose metadata holds the version (written once, in pyproject.toml), and the
-# version reported when the package runs from a checkout that was never installed.
-_DISTRIBUTION: Final = "litellm-governance"
-_UNKNOWN_VERSION: Final = "0+unknown"
-
 
 def _installed_version() -> str:
-    """The installed distribution's version, or ``0+unknown`` when it is not installed."""
+    """The installed distribution's version, or ``0+unknown`` from a checkout never installed."""
     try:
-        return _metadata.version(_DISTRIBUTION)
+        return _metadata.version("litellm-governance")
     except _metadata.PackageNotFoundError:
-        return _UNKNOWN_VERSION
+        return "0+unknown"
 
 
 __version__ = _installed_version()
