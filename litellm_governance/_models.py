@@ -77,9 +77,8 @@ _QUIET_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def quiet(litellm: Any) -> Iterator[None]:
-    """LiteLLM's model lookups print a "Provider List: …" banner to stdout for names they do not
-    know (a proxy alias such as ``glm``): keep it off the caller's stdout while we ask. Our
-    lookups are cached per name, so this window opens once per model."""
+    """Keep LiteLLM's "Provider List: …" banner (printed for names it does not know, such as a
+    proxy alias) off the caller's stdout while we ask."""
     with _QUIET_LOCK:
         previous = getattr(litellm, "suppress_debug_info", False)
         litellm.suppress_debug_info = True
@@ -101,20 +100,17 @@ def resolve_model(
     info = model_info or {}
     profile = info.get("governance_profile")
     prefill_override = info.get("supports_assistant_prefill")
-    deployment_window = _positive_int(info.get("max_input_tokens"))
-
+    window: int | None
     if config.context_window_tokens is not None:
         window, source = config.context_window_tokens, "config"
-    elif deployment_window is not None:
-        window, source = deployment_window, "deployment"
-    else:
-        window, source = None, "unknown"
-    if window is None:
-        known_window, _ = _litellm_facts(model, provider, bare)
-        if known_window is not None:
-            window, source = known_window, "litellm"
-    if window is None and config.default_context_window_tokens is not None:
+    elif (window := _positive_int(info.get("max_input_tokens"))) is not None:
+        source = "deployment"
+    elif (window := _litellm_facts(model, provider, bare)[0]) is not None:
+        source = "litellm"
+    elif config.default_context_window_tokens is not None:
         window, source = config.default_context_window_tokens, "default"
+    else:
+        source = "unknown"
     return ModelFacts(
         provider=provider,
         max_input_tokens=window,
@@ -133,8 +129,7 @@ def _positive_int(value: object) -> int | None:
 
 
 def import_litellm() -> Any:
-    """LiteLLM, imported on first need (it takes seconds). The process it runs in chooses which model
-    map LiteLLM loads (``LITELLM_LOCAL_MODEL_COST_MAP``): the plugin never sets it."""
+    """LiteLLM, imported on first need (it takes seconds)."""
     import litellm
 
     return litellm
@@ -149,8 +144,7 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
     if provider:
         names.append(f"{provider}/{bare}")
     if provider == "openrouter" and "/" in bare:
-        vendor_model = bare.split("/", 1)[1]
-        names.append(vendor_model)
+        names.append(bare.split("/", 1)[1])
     if "/" in bare:
         names.append(bare.rsplit("/", 1)[1])
     for name in dict.fromkeys(names):
@@ -204,18 +198,12 @@ def widest_deployment(deployments: Iterable[Mapping[str, Any]], config: Governan
     best: tuple[int, Deployment] | None = None
     for entry in deployments:
         params = entry.get("litellm_params") if isinstance(entry, Mapping) else None
-        model = params.get("model") if isinstance(params, Mapping) else None
-        if not isinstance(model, str) or not model:
+        if not isinstance(params, Mapping) or not isinstance(model := params.get("model"), str) or not model:
             continue
-        provider = params.get("custom_llm_provider") if isinstance(params, Mapping) else None
-        info = entry.get("model_info")
-        candidate = Deployment(
-            model,
-            provider if isinstance(provider, str) and provider else None,
-            info if isinstance(info, Mapping) else None,
-        )
-        window = resolve_model(model, config=config, provider=candidate.provider, model_info=candidate.model_info)
-        size = window.max_input_tokens or 0
+        provider, info = params.get("custom_llm_provider"), entry.get("model_info")
+        provider = provider if isinstance(provider, str) and provider else None
+        info = info if isinstance(info, Mapping) else None
+        size = resolve_model(model, config=config, provider=provider, model_info=info).max_input_tokens or 0
         if best is None or size > best[0]:
-            best = (size, candidate)
+            best = (size, Deployment(model, provider, info))
     return best[1] if best is not None else None
