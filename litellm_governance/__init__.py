@@ -8,18 +8,14 @@ OpenAI ``/v1/responses`` alike.
     result.messages            # governed copy
     result.report.to_dict()    # what was done: counts and token figures
 
-    govern_anthropic(messages, system=..., model=...)     # Anthropic Messages
-    govern_responses(input, instructions=..., model=...)  # OpenAI Responses
-    govern_request(body)                                  # any of the three request bodies
-
-In a LiteLLM proxy config::
+`govern_anthropic`, `govern_responses` and `govern_request` (any of the three bodies) do the same for
+the other formats. In a LiteLLM proxy config::
 
     litellm_settings:
       callbacks: litellm_governance.proxy_handler_instance
 
-`GovernanceHook` and `proxy_handler_instance` import LiteLLM (seconds); they load on first use,
-so `govern()` alone stays fast to import. Importing the package changes nothing in the process (no
-environment variable, no logging handler). The test helpers are in `litellm_governance.testing`.
+`GovernanceHook` and `proxy_handler_instance` import LiteLLM (seconds), so they load on first use.
+Importing the package changes nothing in the process. Test helpers: `litellm_governance.testing`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What governance needs to know about a model: its provider, context window and prefill support.
 
-Order of authority for the window: the config's ``context_window_tokens``, the deployment's
-``model_info`` (proxy config or Router), LiteLLM's model map, the config's
-``default_context_window_tokens``. LiteLLM is imported only when its model map is needed; which
-map it loads (bundled or fetched) is the host process's choice: nothing here sets its environment.
+The window comes from the config's ``context_window_tokens``, else the deployment's ``model_info``,
+else LiteLLM's model map, else the config's ``default_context_window_tokens``. LiteLLM is imported
+only when its model map is needed, and its environment is left to the host process.
 """
 
 from __future__ import annotations
@@ -98,8 +97,7 @@ def resolve_model(
     """Provider, window and prefill support for `model` (a LiteLLM model string)."""
     provider, bare = split_provider(model, provider)
     info = model_info or {}
-    profile = info.get("governance_profile")
-    prefill_override = info.get("supports_assistant_prefill")
+    prefill, profile = info.get("supports_assistant_prefill"), info.get("governance_profile")
     window: int | None
     if config.context_window_tokens is not None:
         window, source = config.context_window_tokens, "config"
@@ -115,7 +113,7 @@ def resolve_model(
         provider=provider,
         max_input_tokens=window,
         window_source=source,
-        supports_prefill=prefill_override if isinstance(prefill_override, bool) else None,
+        supports_prefill=prefill if isinstance(prefill, bool) else None,
         profile=profile if isinstance(profile, str) else None,
         bare_model=bare,
         max_output_tokens=_positive_int(info.get("max_output_tokens")),
@@ -123,9 +121,7 @@ def resolve_model(
 
 
 def _positive_int(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        return None
-    return value
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def import_litellm() -> Any:
@@ -161,12 +157,7 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
 
 
 #: The ``model_info`` fields governance depends on (a deployment's `Deployment.key`).
-GOVERNANCE_FIELDS: Final = (
-    "max_input_tokens",
-    "max_output_tokens",
-    "supports_assistant_prefill",
-    "governance_profile",
-)
+GOVERNANCE_FIELDS: Final = ("max_input_tokens", "max_output_tokens", "supports_assistant_prefill", "governance_profile")
 
 
 @dataclass(frozen=True)

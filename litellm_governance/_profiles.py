@@ -124,14 +124,10 @@ _BY_PROVIDER: Mapping[str, str] = {
     for provider in providers.split()
 }
 
-# openrouter/<vendor>/<model>: OpenRouter's vendor names -> the LiteLLM provider they behave as.
+# openrouter/<vendor>/<model>: OpenRouter's vendor names that are not the LiteLLM provider they behave as.
 _OPENROUTER_VENDORS: Mapping[str, str] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
     "google": "gemini",
     "x-ai": "xai",
-    "cohere": "cohere",
-    "deepseek": "deepseek",
     "z-ai": "zai",
     "mistralai": "mistral",
     "moonshotai": "moonshot",
