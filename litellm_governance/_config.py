@@ -76,20 +76,19 @@ class GovernanceConfig:
 
     #: Context window to govern against; overrides what LiteLLM knows about the model.
     context_window_tokens: int | None = None
-    #: Window used when neither the config, the deployment nor LiteLLM knows one. With none at
-    #: all, history is not snipped and the report says so.
+    #: Window used when neither the config, the deployment nor LiteLLM knows one. With none at all,
+    #: history is not snipped and the report says so.
     default_context_window_tokens: int | None = None
     #: Output reservation when the request sets no ``max_tokens`` / ``max_completion_tokens``. Like the
     #: request's own, it is capped by the deployment's ``model_info.max_output_tokens`` and by
     #: ``max_output_share`` of the window (the proxy's start-up warns of one at or above a window).
     max_output_tokens: int = 4096
-    #: At most this share of the context window is reserved for the output: a request asking for more
-    #: (Claude Code asks 32,000 by default) has its own field lowered to the reserve, so the history
-    #: keeps the rest (never below 1,024 tokens, 2,048 with Anthropic's extended thinking on, whose
-    #: ``budget_tokens`` is lowered with it where needed).
+    #: At most this share of the window is reserved for the output: a request asking for more (Claude
+    #: Code asks 32,000) has its own field lowered to the reserve, so the history keeps the rest (never
+    #: below 1,024 tokens, 2,048 with Anthropic's extended thinking, whose ``budget_tokens`` follows).
     max_output_share: float = 0.25
-    #: False: reserve what the request asks for, however much of the window that takes, and send it as
-    #: asked (the report warns when no budget is left for the history).
+    #: False: reserve and send what the request asks for, however much of the window that takes (the
+    #: report warns when no budget is left for the history).
     fit_max_output: bool = True
     #: Kept free on top of the output reservation, for estimate error.
     safety_buffer_tokens: int = 1024
@@ -97,8 +96,8 @@ class GovernanceConfig:
     keep_recent: int = 10
     #: Results shorter than this many characters are never compacted.
     min_chars: int = 500
-    #: Tools whose old results may be compacted: tool names, preset names (``agents``, the
-    #: default, or ``nanobot``), or ``"*"`` for every tool.
+    #: Tools whose old results may be compacted: tool names, preset names (``agents``, the default,
+    #: or ``nanobot``), or ``"*"`` for every tool.
     compactable_tools: ToolSet = DEFAULT_COMPACTABLE_TOOLS
     #: Compact old results in batches of this many: results stay whole until ``keep_recent +
     #: compact_batch`` of them are, then the oldest batch is compacted at once, rewriting the history
@@ -113,30 +112,29 @@ class GovernanceConfig:
     #: history, so the following turns append without moving the cut again. None: derived per
     #: request from the size of a turn against the window (about 0.3 at 24k windows, 0.75 at 128k).
     snip_watermark: float | None = None
-    #: When snipping cuts whole turns, put one short note in their place listing what they did
-    #: (each call's tool, main argument and outcome; what was said), in at most a tenth of the
-    #: budget, so the agent neither repeats them nor loses track. False: cut turns leave no trace.
+    #: When snipping cuts whole turns, put one short note in their place listing what they did (each
+    #: call's tool, main argument and outcome; what was said), in at most a tenth of the budget, so
+    #: the agent neither repeats them nor loses track. False: cut turns leave no trace.
     note_cut_turns: bool = True
     #: Integration only: a model group of the same proxy or Router (in the SDK: a model string) that
-    #: writes a summary of cut turns, off the request path; it stands in for the note once ready,
-    #: while the cut point stays (``cache_stable`` requests only). None: the note alone.
+    #: writes a summary of cut turns, off the request path; it replaces the note once ready, while the
+    #: cut point stays (``cache_stable`` requests only). None: the note alone.
     summary_model: str | None = None
-    #: Integration only: who shares a summary of the same cut turns, in the proxy (every summary is
-    #: keyed by the exact content cut, the deployment, the summary model and its prompt): ``"team"``
-    #: (the default) the caller's LiteLLM team — a key without a team is its own tenant —,
-    #: ``"key"`` each LiteLLM key alone, ``"all"`` every caller of the proxy.
+    #: Integration only: who shares a summary of the same cut turns (each is keyed by the exact content
+    #: cut, the deployment, the summary model and its prompt): ``"team"`` the caller's LiteLLM team (a
+    #: key without a team is its own), ``"key"`` each LiteLLM key alone, ``"all"`` every caller.
     summary_sharing: Literal["team", "key", "all"] = "team"
     #: Integration only: how the gateway answers a compaction request (Codex's ``compaction_trigger``)
     #: for a deployment without compaction of its own: ``model`` asks the deployment's model (or
     #: ``summary_model``) for a summary, the note where that fails; ``note`` answers at once with the
-    #: deterministic note of the session, asking no model.
+    #: session's deterministic note.
     compaction: Literal["model", "note"] = "model"
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
-    #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
-    #: budget with it instead of the profile's fixed ratio.
+    #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and budget
+    #: with it instead of the profile's fixed ratio.
     calibrate: bool = True
-    #: Force one of the provider profiles (``permissive``, ``strict``, ...: the docs' Providers page
-    #: lists them) instead of deriving it from the model's provider.
+    #: Force a provider profile (``permissive``, ``strict``, ...: see the Providers page) instead of
+    #: deriving it from the model's provider.
     profile: str | None = None
     #: Rewrite nothing before the last ``cache_control`` breakpoint unless the budget forces it.
     respect_cache_control: bool = True
