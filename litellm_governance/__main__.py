@@ -144,23 +144,18 @@ def _totals_lines(data: Mapping[str, Any]) -> list[str]:
 
 
 def _table_lines(data: Mapping[str, Any]) -> list[str]:
+    def line(at: object, where: str, row: Mapping[str, Any], to: object) -> str:
+        return (
+            f"{at:>5}  {where[:24]:<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
+            f"{row['fate']:<26} {to:>5}  {row['detail']}".rstrip()
+        )
+
     lines = [
         _COLUMNS,
         f"{'#':>5}  {'where':<24} {'role':<10} {'tool':<18} {'tokens':>7}  {'fate':<26} {'to #':>5}  detail",
     ]
-    for row in data["before"]:
-        after = "" if row["after"] is None else str(row["after"])
-        lines.append(
-            f"{row['index']:>5}  {str(row['where'])[:24]:<24} {row['role'][:10]:<10} "
-            f"{str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  {row['fate']:<26} {after:>5}  "
-            f"{row['detail']}".rstrip()
-        )
-    for row in (row for row in data["after"] if not row["from"]):
-        lines.append(
-            f"{'+':>5}  {'':<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
-            f"{row['fate']:<26} {row['index']:>5}  {row['detail']}".rstrip()
-        )
-    return lines
+    lines += [line(r["index"], str(r["where"]), r, "" if r["after"] is None else r["after"]) for r in data["before"]]
+    return lines + [line("+", "", r, r["index"]) for r in data["after"] if not r["from"]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

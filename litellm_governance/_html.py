@@ -54,14 +54,8 @@ FATE_COLOURS: Final[Mapping[str, str]] = {
 _MARKED_ROLES = {"system": "r-sys", "developer": "r-sys", "user": "r-user"}
 # The strips wrap: at most this many full rows of tokens (cells' minimum width may add a few more).
 _MAX_ROWS = 40
-# The breakdown's columns: (key in a side's totals, heading).
-_BREAKDOWN = (
-    ("system", "system"),
-    ("tools", "tool schemas"),
-    ("messages", "messages"),
-    ("reply_priming", "reply priming"),
-    ("counted", "counted"),
-)
+# The breakdown's columns: key in a side's totals -> heading.
+_BREAKDOWN = {"system": "system", "tools": "tool schemas", "messages": "messages", "reply_priming": "reply priming"}
 
 Row = Mapping[str, Any]
 
@@ -247,12 +241,12 @@ def _breakdown(totals: Row | None, report: Row) -> str:
     rows = []
     for side in ("before", "after"):
         t = totals[side]
-        cells = "".join(f'<td class="num">{_num(t[key])}</td>' for key, _ in _BREAKDOWN)
+        cells = "".join(f'<td class="num">{_num(t[key])}</td>' for key in [*_BREAKDOWN, "counted"])
         rows.append(
             f'<tr data-side="{side}"><th>{side}</th>{cells}<td class="num">\u00d7 {t["ratio"]}</td>'
             f'<td class="num"><b>{_num(t["tokens"])}</b></td></tr>'
         )
-    heads = "".join(f"<th>{label}</th>" for _, label in _BREAKDOWN)
+    heads = "".join(f"<th>{label}</th>" for label in [*_BREAKDOWN.values(), "counted"])
     return (
         f'<table class="totals" id="totals"><thead><tr><th></th>{heads}<th>token ratio</th><th>tokens</th></tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table>"
