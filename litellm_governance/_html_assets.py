@@ -86,14 +86,8 @@ SCRIPT: Final = """
   // absolutely placed marks redraw the lit cells above it, so a hover costs no style or layout pass.
   var strips = document.getElementById("strips"), veil = document.getElementById("veil");
   var marks = document.getElementById("marks"), tip = document.getElementById("tip");
-  var sides = {before: {prefix: "b-", other: "after"}, after: {prefix: "a-", other: "before"}};
-  var cells = {before: [], after: []}, pos = new Map(), lit = [];
-  Object.keys(sides).forEach(function (side) {
-    document.getElementById("strip-" + side).querySelectorAll(":scope > .cell").forEach(function (cell, i) {
-      pos.set(cell, i);
-      cells[side].push(cell);
-    });
-  });
+  var lit = [];
+  function cells(side) { return document.getElementById("strip-" + side).children; }
   function sideOf(cell) { return cell.parentNode.id === "strip-before" ? "before" : "after"; }
   function clear() {
     lit.forEach(function (el) { el.classList.remove("hl"); });
@@ -119,19 +113,22 @@ SCRIPT: Final = """
     veil.classList.add("on");
   }
   function linked(cell) {
-    var side = sideOf(cell), other = sides[side].other, out = [cell];
+    var before = sideOf(cell) === "before", out = [cell];
     (cell.dataset.link || "").split(" ").forEach(function (p) {
       if (p === "") { return; }
-      var twin = cells[other][+p];
+      var twin = cells(before ? "after" : "before")[+p];
       out.push(twin);
       // Siblings: the other inputs merged into the same output.
-      if (side === "before" && twin) {
-        (twin.dataset.link || "").split(" ").forEach(function (q) { if (q !== "") { out.push(cells.before[+q]); } });
+      if (before && twin) {
+        (twin.dataset.link || "").split(" ").forEach(function (q) { if (q !== "") { out.push(cells("before")[+q]); } });
       }
     });
     return out;
   }
-  function row(cell) { return document.getElementById(sides[sideOf(cell)].prefix + pos.get(cell)); }
+  function row(cell) {
+    var at = Array.prototype.indexOf.call(cell.parentNode.children, cell);
+    return document.getElementById(sideOf(cell)[0] + "-" + at);
+  }
   function showTip(cell) {
     var tr = row(cell);
     if (!tr) { return; }
@@ -182,7 +179,7 @@ SCRIPT: Final = """
     var item = ev.target.closest("li");
     if (!item) { return; }
     var fate = item.dataset.fate;
-    light(cells.before.concat(cells.after).filter(function (el) { return el.dataset.fate === fate; }));
+    light(Array.from(strips.querySelectorAll(".cell")).filter(function (el) { return el.dataset.fate === fate; }));
   });
   legend.addEventListener("mouseleave", clear);
   window.addEventListener("resize", clear);
