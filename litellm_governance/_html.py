@@ -2,8 +2,8 @@
 
 The input is the ``explain`` JSON: header figures and one row per input and per output message (role,
 tool name, tokens, fate; never message content). Every string in it is escaped: roles, tool names and
-fates come from the client. The page loads nothing: inline CSS and one inline script, pinned by a
-Content-Security-Policy hash.
+fates come from the client. The page loads nothing: its CSS and its one script (``_html.css`` and
+``_html.js`` beside this module) are inline, the script pinned by a Content-Security-Policy hash.
 
 Layout: a header with the request's figures, a legend of fates with counts, two strips ("before" and
 "after", one cell per message, width proportional to tokens) and a table per side, all rendered here.
@@ -13,16 +13,26 @@ click-to-row.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from html import escape
+from importlib.resources import files
 from typing import Any, Final
 
-from ._html_assets import CSP, CSS, SCRIPT
 from ._steps import FATES, Kind, step
 
 __all__ = ["FATE_COLOURS", "FATE_PATTERNS", "KIND_COLOURS", "OTHER_COLOUR", "PATTERNS", "render_html"]
+
+_CSS: Final = files("litellm_governance").joinpath("_html.css").read_text(encoding="utf-8")
+_SCRIPT: Final = files("litellm_governance").joinpath("_html.js").read_text(encoding="utf-8")
+_CSP: Final = (
+    "default-src 'none'; style-src 'unsafe-inline'; "
+    f"script-src 'sha256-{base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()}'; "
+    "base-uri 'none'; form-action 'none'"
+)
 
 # Colours by what a step does to a message (`_steps.Kind`): the Okabe-Ito palette, whose colours
 # readers with any common colour-vision deficiency can tell apart (tests/test_html_report.py checks).
@@ -274,9 +284,9 @@ def render_html(explain: Mapping[str, Any]) -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape('Governance: ' + _model(explain))}</title><style>{CSS}{_fate_css()}</style></head>\n"
+        f"<title>{escape('Governance: ' + _model(explain))}</title><style>{_CSS}{_fate_css()}</style></head>\n"
         f"<body><main>{_header(explain, report)}\n"
         f"{_legend(before, after)}"
         f'<p class="scale">One cell per message, width proportional to tokens: a full row is '
@@ -289,5 +299,5 @@ def render_html(explain: Mapping[str, Any]) -> str:
         '<div id="veil"></div><div id="marks"></div></section>\n'
         f"{_table('before', before)}\n{_table('after', after)}\n"
         f'</main><div id="tip" role="tooltip"></div>'
-        f"<script>{SCRIPT}</script></body></html>\n"
+        f"<script>{_SCRIPT}</script></body></html>\n"
     )
