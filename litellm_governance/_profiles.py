@@ -110,13 +110,13 @@ PROFILES: Mapping[str, Profile] = {
 }
 
 # LiteLLM provider string -> profile name. Providers that host several model families
-# (bedrock, vertex_ai, openrouter) are resolved by model name in `profile_for`.
+# (bedrock, vertex_ai*, openrouter) are resolved by model name in `profile_for`.
 _BY_PROVIDER: Mapping[str, str] = {
     provider: profile
     for profile, providers in (
         ("permissive", "openai azure azure_ai text-completion-openai groq xai ollama ollama_chat cohere cohere_chat"),
         ("anthropic", "anthropic anthropic_text"),
-        ("gemini", "gemini vertex_ai_beta"),
+        ("gemini", "gemini"),
         ("mistral", "mistral codestral"),
         ("deepseek", "deepseek"),
         ("moonshot", "moonshot"),
@@ -140,26 +140,17 @@ _MISTRAL_FAMILY = re.compile(r"mistral|mixtral|devstral|ministral|codestral|magi
 
 def profile_for(provider: str, model: str) -> Profile:
     """The profile for a LiteLLM provider string and model name (unknown → ``strict``)."""
-    provider = provider.lower()
-    model_lower = model.lower()
+    provider, model = provider.lower(), model.lower()
     if provider == "openrouter":
-        vendor, _, rest = model_lower.removeprefix("openrouter/").partition("/")
-        if rest:
-            return profile_for(_OPENROUTER_VENDORS.get(vendor, vendor), rest)
-        return STRICT
-    claude = "claude" in model_lower or "anthropic" in model_lower
+        vendor, _, rest = model.removeprefix("openrouter/").partition("/")
+        return profile_for(_OPENROUTER_VENDORS.get(vendor, vendor), rest) if rest else STRICT
+    claude = "claude" in model or "anthropic" in model
     if provider.startswith("bedrock"):
         # LiteLLM sends Claude on Bedrock through Converse by default; `invoke/` keeps Anthropic's shape.
-        if claude:
-            return ANTHROPIC if "/invoke/" in f"/{model_lower}" else BEDROCK_CLAUDE
-        return BEDROCK
-    if provider == "hosted_vllm" and _MISTRAL_FAMILY.search(model_lower):
+        return (ANTHROPIC if "/invoke/" in f"/{model}" else BEDROCK_CLAUDE) if claude else BEDROCK
+    if provider == "hosted_vllm" and _MISTRAL_FAMILY.search(model):
         # vLLM serves Mistral models with Mistral's own validator or chat template: Mistral's rules.
         return MISTRAL
-    if provider.startswith("vertex_ai"):
-        if claude:
-            return ANTHROPIC
-        if "gemini" in model_lower:
-            return GEMINI
-        return STRICT
+    if provider.startswith("vertex_ai") and (claude or "gemini" in model):
+        return ANTHROPIC if claude else GEMINI
     return PROFILES[_BY_PROVIDER.get(provider, "strict")]
