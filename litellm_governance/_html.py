@@ -61,7 +61,7 @@ FATE_COLOURS: Final[Mapping[str, str]] = {
     for fate in FATES
 }
 # Roles that get a dark underline in the strips, so the system prompt and user turns stand out.
-_MARKED_ROLES = {"system": "r-sys", "developer": "r-sys", "user": "r-user"}
+_MARKED_ROLES = {"system": " r-sys", "developer": " r-sys", "user": " r-user"}
 # The strips wrap: at most this many full rows of tokens (cells' minimum width may add a few more).
 _MAX_ROWS = 40
 # The breakdown's columns: key in a side's totals -> heading.
@@ -103,15 +103,14 @@ def _round_up(n: float) -> int:
 
 
 def _strip(side: str, rows: Sequence[Row], links: list[list[int]], row_tokens: int) -> str:
-    cells = []
-    for row, linked in zip(rows, links, strict=True):
-        role = _MARKED_ROLES.get(row["role"], "")
-        cells.append(
-            f'<span class="cell {_fate_class(row["fate"])}{" " + role if role else ""}" data-index="{row["index"]}" '
-            f'data-fate="{escape(row["fate"])}" data-tokens="{row["tokens"]}" data-link="{" ".join(map(str, linked))}" '
-            f'style="width:{min(100.0, 100.0 * row["tokens"] / row_tokens):.3f}%"></span>'
-        )
-    return f'<div class="strip" id="strip-{side}">{"".join(cells)}</div>'
+    cells = "".join(
+        f'<span class="cell {_fate_class(row["fate"])}{_MARKED_ROLES.get(row["role"], "")}" '
+        f'data-index="{row["index"]}" data-fate="{escape(row["fate"])}" data-tokens="{row["tokens"]}" '
+        f'data-link="{" ".join(map(str, linked))}" '
+        f'style="width:{min(100.0, 100.0 * row["tokens"] / row_tokens):.3f}%"></span>'
+        for row, linked in zip(rows, links, strict=True)
+    )
+    return f'<div class="strip" id="strip-{side}">{cells}</div>'
 
 
 def _table(side: str, rows: Sequence[Row]) -> str:

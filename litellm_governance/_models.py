@@ -162,17 +162,15 @@ GOVERNANCE_FIELDS: Final = ("max_input_tokens", "max_output_tokens", "supports_a
 
 @dataclass(frozen=True)
 class Deployment:
-    """The model a request is governed for: a deployment (of a proxy model group, a Router, or the
-    SDK call itself), or a bare model name."""
+    """The model a request is governed for: a deployment (proxy model group, Router, SDK call) or a model name."""
 
     model: str
     provider: str | None = None
     model_info: Mapping[str, Any] | None = None
 
     def key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-        """What governance depends on: the provider and the bare model (the proxy's model list says
-        ``anthropic/claude-…``; the deployment hook may get ``claude-…`` with the provider apart),
-        and the governance fields of ``model_info``."""
+        """What governance depends on: provider and bare model (``anthropic/claude-…`` and ``claude-…``
+        with the provider apart are one deployment) and the governance fields of ``model_info``."""
         info = self.model_info or {}
         provider, bare = split_provider(self.model, self.provider)
         return provider, bare, tuple((k, repr(info.get(k))) for k in GOVERNANCE_FIELDS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from ._steps import STAGES, STEPS
@@ -61,12 +61,7 @@ class GovernanceReport:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key, value in out.items():
-            if isinstance(value, Mapping):
-                out[key] = dict(value)
-        out["notes"] = list(self.notes)
-        return out
+        return {**asdict(self), "notes": list(self.notes)}
 
     def then(self, later: GovernanceReport) -> GovernanceReport:
         """This pass followed by `later` (run on this pass's output), as one report."""
