@@ -68,11 +68,8 @@ _MAX_TOKENS = 100_000_000
 
 @dataclass(frozen=True, kw_only=True)
 class GovernanceConfig:
-    """How governance shapes a request. Every field has the documented default.
-
-    Budget: ``context window - max output - safety buffer``; the request's ``max_tokens`` /
-    ``max_completion_tokens`` is the max output when it has one.
-    """
+    """How governance shapes a request. Budget: ``context window - max output - safety buffer``, the
+    max output being the request's ``max_tokens`` / ``max_completion_tokens`` where it has one."""
 
     #: Context window to govern against; overrides what LiteLLM knows about the model.
     context_window_tokens: int | None = None

@@ -1,11 +1,10 @@
-"""`explain`: what governance does to each message of a request — for the CLI's table, ``--json``
+"""`explain`: what governance does to each message of a request, for the CLI's table, ``--json``
 and ``--html``. Pure: no I/O.
 
 The request is governed once with every input message tagged with its index (`TRACE`); steps copy
-the tag along with the message (a merge keeps both), so each output message says which input
-messages it stands for. Each message's fate is what the steps recorded (`_context.Fate`): the step
-that made, changed or dropped it, or kept. Each side's ``totals`` break the report's token figure
-down into system messages, tool schemas, the other messages and the reply priming, times the ratio.
+the tag along (a merge keeps both), so each output message names the inputs it stands for. Each
+message's fate is what the steps recorded (`_context.Fate`): the step that made, changed or
+dropped it, or kept.
 """
 
 from __future__ import annotations

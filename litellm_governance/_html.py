@@ -62,6 +62,10 @@ FATE_COLOURS: Final[Mapping[str, str]] = {
 }
 # Roles that get a dark underline in the strips, so the system prompt and user turns stand out.
 _MARKED_ROLES = {"system": " r-sys", "developer": " r-sys", "user": " r-user"}
+_FLAGS: Final[Mapping[Any, str]] = {
+    True: '<span class="yes">kept ✓</span>',
+    False: '<span class="no">not kept ✗</span>',
+}
 # The strips wrap: at most this many full rows of tokens (cells' minimum width may add a few more).
 _MAX_ROWS = 40
 # The breakdown's columns: key in a side's totals -> heading.
@@ -89,17 +93,14 @@ def _fate_class(fate: str) -> str:
 
 def _row_tokens(window: int | None, total: int) -> tuple[int, str]:
     """Tokens one full strip row stands for, and what that number is."""
+    if window is not None and 0 < window <= total and window * _MAX_ROWS >= total:
+        return window, "the context window"
     if window is not None and 0 < window <= total:
-        if window * _MAX_ROWS >= total:
-            return window, "the context window"
-        return _round_up(total / _MAX_ROWS), f"so that the request takes about {_MAX_ROWS} rows"
-    return _round_up(total * 1.1), "the larger side, with room for the cells' minimum width"
-
-
-def _round_up(n: float) -> int:
-    """`n` rounded up to two significant digits (a readable scale)."""
-    step = int(10 ** max(0, len(str(math.ceil(n))) - 2))
-    return math.ceil(n / step) * step
+        n, what = total / _MAX_ROWS, f"so that the request takes about {_MAX_ROWS} rows"
+    else:
+        n, what = total * 1.1, "the larger side, with room for the cells' minimum width"
+    step = int(10 ** max(0, len(str(math.ceil(n))) - 2))  # rounded up to two significant digits: a readable scale
+    return math.ceil(n / step) * step, what
 
 
 def _strip(side: str, rows: Sequence[Row], links: list[list[int]], row_tokens: int) -> str:
@@ -168,12 +169,6 @@ def _legend(before: Sequence[Row], after: Sequence[Row]) -> str:
     return f'{what}<ul class="legend" id="legend">{"".join(items)}</ul>'
 
 
-def _flag(kept: bool | None) -> str:
-    if kept is None:
-        return '<span class="muted">unknown</span>'
-    return '<span class="yes">kept ✓</span>' if kept else '<span class="no">not kept ✗</span>'
-
-
 def _gauge(before: int | None, after: int | None, budget: int | None, window: int | None) -> str:
     top = max(n for n in (before, after, budget, window, 1) if n is not None)
 
@@ -207,8 +202,8 @@ def _header(explain: Row, report: Row) -> str:
         ("budget", _num(budget)),
         ("tokens", f"{_num(before)} → {_num(after)}{saved}"),
         ("messages in the body", f"{_num(report.get('messages_before'))} → {_num(report.get('messages_after'))}"),
-        ("system prompt", _flag(explain.get("system_kept"))),
-        ("task", _flag(explain.get("task_kept"))),
+        ("system prompt", _FLAGS.get(explain.get("system_kept"), '<span class="muted">unknown</span>')),
+        ("task", _FLAGS.get(explain.get("task_kept"), '<span class="muted">unknown</span>')),
     ]
     html = "".join(
         f'<div class="fact{" wide" if k == "tokens" else ""}"><dt>{k}</dt><dd>{v}</dd></div>' for k, v in facts
