@@ -8,24 +8,20 @@ OpenAI ``/v1/responses`` alike.
     result.messages            # governed copy
     result.report.to_dict()    # what was done: counts and token figures
 
-    govern_anthropic(messages, system=..., model=...)     # Anthropic Messages
-    govern_responses(input, instructions=..., model=...)  # OpenAI Responses
-    govern_request(body)                                  # any of the three request bodies
-
-In a LiteLLM proxy config::
+`govern_anthropic`, `govern_responses` and `govern_request` (any of the three bodies) do the same for
+the other formats. In a LiteLLM proxy config::
 
     litellm_settings:
       callbacks: litellm_governance.proxy_handler_instance
 
-`GovernanceHook` and `proxy_handler_instance` import LiteLLM (seconds); they load on first use,
-so `govern()` alone stays fast to import. Importing the package changes nothing in the process (no
-environment variable, no logging handler). The test helpers are in `litellm_governance.testing`.
+`GovernanceHook` and `proxy_handler_instance` import LiteLLM (seconds), so they load on first use.
+Importing the package changes nothing in the process. Test helpers: `litellm_governance.testing`.
 """
 
 from __future__ import annotations
 
 from importlib import metadata as _metadata
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ._config import AGENT_TOOLS, DEFAULT_COMPACTABLE_TOOLS, NANOBOT_TOOLS, TOOL_PRESETS, GovernanceConfig
 from ._errors import ConfigError, GovernanceError, InvalidRequestError, TokenizerUnavailableError
@@ -63,18 +59,13 @@ __all__ = [
     "proxy_handler_instance",
 ]
 
-# The distribution whose metadata holds the version (written once, in pyproject.toml), and the
-# version reported when the package runs from a checkout that was never installed.
-_DISTRIBUTION: Final = "litellm-governance"
-_UNKNOWN_VERSION: Final = "0+unknown"
-
 
 def _installed_version() -> str:
-    """The installed distribution's version, or ``0+unknown`` when it is not installed."""
+    """The installed distribution's version, or ``0+unknown`` from a checkout never installed."""
     try:
-        return _metadata.version(_DISTRIBUTION)
+        return _metadata.version("litellm-governance")
     except _metadata.PackageNotFoundError:
-        return _UNKNOWN_VERSION
+        return "0+unknown"
 
 
 __version__ = _installed_version()

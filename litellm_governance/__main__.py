@@ -1,11 +1,5 @@
-"""Command line: ``python -m litellm_governance explain FILE --model M`` (installed as ``litellm-governance``).
-
-Shows what governance would do to a saved request — a chat completions, Anthropic ``/v1/messages``
-or OpenAI ``/v1/responses`` body, or a bare message list — message by message, without sending
-anything anywhere. ``--config proxy_config.yaml`` resolves a model group and the plugin's
-options as the proxy would; ``--json`` prints the explanation as JSON; ``--html FILE`` writes a
-self-contained HTML report; ``--output FILE`` writes the governed request.
-"""
+"""The command line, ``python -m litellm_governance explain FILE --model M`` (installed as
+``litellm-governance``): what governance would do to a saved request, message by message."""
 
 from __future__ import annotations
 
@@ -26,7 +20,6 @@ from ._models import widest_deployment
 from ._session_compaction import for_explain
 from ._steps import describe
 
-# What `--help` says (the module docstring is for readers of the code: no reST markup here).
 DESCRIPTION = (
     "Show what litellm-governance would do to a saved request (a chat completions, Anthropic\n"
     "/v1/messages or OpenAI /v1/responses body, or a bare list of messages), message by message,\n"
@@ -39,15 +32,11 @@ EXPLAIN_EPILOG = (
     "  litellm-governance explain request.json --model zai/glm-4.6 --html report.html --output governed.json\n"
     "  litellm-governance explain request.json --model zai/glm-4.6 --json | jq .report"
 )
-# The table's columns, as its legend says them.
+# The table's legend.
 _COLUMNS = (
     "#: position in the request as sent; where: the field of the body it is in; fate: kept, or the step that\n"
     "acted on it; to #: its position in the governed request (blank: not sent; + rows: added by governance)"
 )
-
-
-class CliError(GovernanceError):
-    """A problem with the command line's input (file, config, model)."""
 
 
 def _load(path: str) -> tuple[dict[str, Any], bool]:
@@ -58,42 +47,39 @@ def _load(path: str) -> tuple[dict[str, Any], bool]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         name = "standard input" if path == "-" else path
-        raise CliError(
+        raise GovernanceError(
             f"{name} is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): explain reads a request "
             "body (with 'messages' or 'input') or a list of messages, saved as JSON"
         ) from None
     if isinstance(data, list):
         return {"messages": data}, True
     if isinstance(data, dict) and isinstance(data.get("body"), dict) and "messages" not in data and "input" not in data:
-        data = data["body"]  # a request recorded by litellm_governance.testing (--record-dir): its body
+        data = data["body"]  # a recording
     if isinstance(data, dict) and ("messages" in data or "input" in data):
         return data, False
-    raise CliError(f"{path}: expected a JSON request body (with 'messages' or 'input') or a list of messages")
+    raise GovernanceError(f"{path}: expected a JSON request body (with 'messages' or 'input') or a list of messages")
 
 
 def _proxy_target(path: str, group: str) -> tuple[str, str | None, Mapping[str, Any] | None, GovernanceConfig]:
     """Resolve a model group and the plugin's options from a proxy config, as the proxy would."""
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - installed with litellm[proxy]
-        raise CliError("--config needs PyYAML (pip install pyyaml)") from None
+    import yaml  # a dependency of LiteLLM
+
     try:
         document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise CliError(f"cannot read proxy config {path}: {exc}") from None
+        raise GovernanceError(f"cannot read proxy config {path}: {exc}") from None
     if not isinstance(document, Mapping):
-        raise CliError(f"{path}: a proxy config is a YAML mapping")
+        raise GovernanceError(f"{path}: a proxy config is a YAML mapping")
     settings = document.get("callback_settings") or {}
-    options = settings.get("governance") if isinstance(settings, Mapping) else None
     try:
-        config = GovernanceConfig.from_mapping(options)
+        config = GovernanceConfig.from_mapping(settings.get("governance") if isinstance(settings, Mapping) else None)
     except ConfigError as exc:
-        raise CliError(f"{path}: callback_settings.governance: {exc}") from None
-    entries = [e for e in document.get("model_list") or [] if isinstance(e, Mapping) and e.get("model_name") == group]
-    deployment = widest_deployment(entries, config)
+        raise GovernanceError(f"{path}: callback_settings.governance: {exc}") from None
+    entries = [e for e in document.get("model_list") or [] if isinstance(e, Mapping)]
+    deployment = widest_deployment([e for e in entries if e.get("model_name") == group], config)
     if deployment is None:
-        known = sorted({str(e.get("model_name")) for e in document.get("model_list") or [] if isinstance(e, Mapping)})
-        raise CliError(f"{path}: no model group {group!r} in model_list (groups: {', '.join(known) or 'none'})")
+        known = sorted({str(e.get("model_name")) for e in entries})
+        raise GovernanceError(f"{path}: no model group {group!r} in model_list (groups: {', '.join(known) or 'none'})")
     return deployment.model, deployment.provider, deployment.model_info, config
 
 
@@ -102,61 +88,9 @@ def render(explanation: Explanation, *, table: bool = True, hints: Sequence[str]
     `table`) one row per message. `hints` are printed after the budget line."""
     data = explanation.as_dict()
     report = data["report"]
-    lines = [
-        f"{data['format']} request for {report['model']}: provider {report['provider'] or '(unknown)'}, "
-        f"profile {report['profile']}, token ratio {report['token_ratio']} ({report['ratio_source']})"
-    ]
-    if report["budget"] is None:
-        lines.append("no context window known: history not snipped")
-    else:
-        asked = report.get("max_output_lowered_from")
-        lowered = f" (max_output {asked:,}->{report['max_output_tokens']:,}: lowered to fit)" if asked else ""
-        lines.append(
-            f"window {report['context_window']:,} ({report['window_source']}) - max output "
-            f"{report['max_output_tokens']:,}{lowered} - safety buffer = budget {report['budget']:,} tokens"
-            + (" (cache_stable)" if report["cache_stable"] else "")
-        )
-    lines.extend(f"hint: {hint}" for hint in hints)
-    lines.append(
-        f"tokens {report['tokens_before']:,} -> {report['tokens_after']:,}; "
-        f"messages {report['messages_before']} -> {report['messages_after']}"
-    )
-    for side in ("before", "after"):
-        totals = data["totals"][side]
-        lines.append(
-            f"  {side:<6} = (system {totals['system']:,} + tools {totals['tools']:,} + messages "
-            f"{totals['messages']:,} + reply priming {totals['reply_priming']}) x ratio {totals['ratio']} "
-            f"= {totals['tokens']:,}"
-        )
-    removed = report.get("tokens_removed") or {}
-    if removed:
-        lines.append(
-            "tokens removed: "
-            + ", ".join(
-                f"{stage} {count:,}" if count > 0 else f"{stage} added {-count:,}" for stage, count in removed.items()
-            )
-        )
-    lines.append(f"system prompt kept: {_yes(data['system_kept'])}; task kept: {_yes(data['task_kept'])}")
-    for key, count in report["steps"].items():
-        lines.append(f"  {key:<30} {count:>6}  {describe(key)}")
+    lines = [*_budget_lines(report), *(f"hint: {hint}" for hint in hints), *_totals_lines(data)]
     if table:
-        lines.append("")
-        lines.append(_COLUMNS)
-        lines.append(
-            f"{'#':>5}  {'where':<24} {'role':<10} {'tool':<18} {'tokens':>7}  {'fate':<26} {'to #':>5}  detail"
-        )
-        for row in data["before"]:
-            after = "" if row["after"] is None else str(row["after"])
-            lines.append(
-                f"{row['index']:>5}  {str(row['where'])[:24]:<24} {row['role'][:10]:<10} "
-                f"{str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  {row['fate']:<26} {after:>5}  "
-                f"{row['detail']}".rstrip()
-            )
-        for row in (row for row in data["after"] if not row["from"]):
-            lines.append(
-                f"{'+':>5}  {'':<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
-                f"{row['fate']:<26} {row['index']:>5}  {row['detail']}".rstrip()
-            )
+        lines += ["", *_table_lines(data)]
     if not report["changed"]:
         lines.append("unchanged: the request already fits and follows the provider's rules")
     if report["over_budget"]:
@@ -170,8 +104,58 @@ def render(explanation: Explanation, *, table: bool = True, hints: Sequence[str]
     return "\n".join(lines)
 
 
-def _yes(value: bool) -> str:
-    return "yes" if value else "NO"
+def _budget_lines(report: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"{report['format']} request for {report['model']}: provider {report['provider'] or '(unknown)'}, "
+        f"profile {report['profile']}, token ratio {report['token_ratio']} ({report['ratio_source']})"
+    ]
+    if report["budget"] is None:
+        return [*lines, "no context window known: history not snipped"]
+    asked = report.get("max_output_lowered_from")
+    lowered = f" (max_output {asked:,}->{report['max_output_tokens']:,}: lowered to fit)" if asked else ""
+    lines.append(
+        f"window {report['context_window']:,} ({report['window_source']}) - max output "
+        f"{report['max_output_tokens']:,}{lowered} - safety buffer = budget {report['budget']:,} tokens"
+        + (" (cache_stable)" if report["cache_stable"] else "")
+    )
+    return lines
+
+
+def _totals_lines(data: Mapping[str, Any]) -> list[str]:
+    report = data["report"]
+    lines = [
+        f"tokens {report['tokens_before']:,} -> {report['tokens_after']:,}; "
+        f"messages {report['messages_before']} -> {report['messages_after']}"
+    ]
+    for side in ("before", "after"):
+        totals = data["totals"][side]
+        lines.append(
+            f"  {side:<6} = (system {totals['system']:,} + tools {totals['tools']:,} + messages "
+            f"{totals['messages']:,} + reply priming {totals['reply_priming']}) x ratio {totals['ratio']} "
+            f"= {totals['tokens']:,}"
+        )
+    if report.get("tokens_removed"):
+        removed = (f"{k} {n:,}" if n > 0 else f"{k} added {-n:,}" for k, n in report["tokens_removed"].items())
+        lines.append("tokens removed: " + ", ".join(removed))
+    yes = {True: "yes", False: "NO"}
+    lines.append(f"system prompt kept: {yes[data['system_kept']]}; task kept: {yes[data['task_kept']]}")
+    lines.extend(f"  {key:<30} {count:>6}  {describe(key)}" for key, count in report["steps"].items())
+    return lines
+
+
+def _table_lines(data: Mapping[str, Any]) -> list[str]:
+    def line(at: object, where: str, row: Mapping[str, Any], to: object) -> str:
+        return (
+            f"{at:>5}  {where[:24]:<24} {row['role'][:10]:<10} {str(row['tool'] or '')[:18]:<18} {row['tokens']:>7}  "
+            f"{row['fate']:<26} {to:>5}  {row['detail']}".rstrip()
+        )
+
+    lines = [
+        _COLUMNS,
+        f"{'#':>5}  {'where':<24} {'role':<10} {'tool':<18} {'tokens':>7}  {'fate':<26} {'to #':>5}  detail",
+    ]
+    lines += [line(r["index"], str(r["where"]), r, "" if r["after"] is None else r["after"]) for r in data["before"]]
+    return lines + [line("+", "", r, r["index"]) for r in data["after"] if not r["from"]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,19 +169,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    # Our own process: LiteLLM (imported for its model map) uses its bundled map instead of fetching one.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    parser = argparse.ArgumentParser(
-        prog="litellm-governance", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def _parser() -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="litellm-governance", description=DESCRIPTION, formatter_class=raw)
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser(
         "explain",
         help="show what governance would do to a saved request",
         description=DESCRIPTION,
         epilog=EXPLAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=raw,
     )
     cmd.add_argument(
         "file", help="JSON request body, message list or --record-dir recording of the testing upstream ('-': stdin)"
@@ -211,44 +192,47 @@ def _main(argv: Sequence[str] | None) -> int:
     cmd.add_argument("--max-output", type=int, help="max output tokens to reserve")
     cmd.add_argument("--profile", help="force a provider profile")
     cmd.add_argument("--output", help="write the governed request to this JSON file")
-    args = parser.parse_args(argv)
+    return parser
 
-    try:
-        body, bare = _load(args.file)
-        model = args.model or body.get("model")
-        if not isinstance(model, str) or not model:
-            parser.error("--model is required when the file has no 'model'")
-        provider: str | None = None
-        model_info: Mapping[str, Any] | None = None
-        config = GovernanceConfig()
-        if args.config:
-            model, provider, model_info, config = _proxy_target(args.config, model)
-        changes: dict[str, Any] = {}
-        if args.window is not None:
-            changes["context_window_tokens"] = args.window
-        if args.profile is not None:
-            changes["profile"] = args.profile
-        config = config.replace(**changes) if changes else config
-        fmt = args.format or detect_format(body)
-        compaction: list[str] = []
-        if fmt == "responses":  # Codex's compaction requests, and the items the proxy answered them with
-            body, compaction = for_explain(body, model, provider)
-        if args.max_output is not None:
-            body = {**body, FORMATS[fmt].max_output[0]: args.max_output}
-        # LiteLLM prints banners to stdout when asked about a name it does not know: keep stdout ours.
-        with contextlib.redirect_stdout(sys.stderr):
-            explanation = explain(
-                body, model=model, format=fmt, config=config, provider=provider, model_info=model_info
-            )
-    except (OSError, ValueError, GovernanceError) as exc:
-        print(f"litellm-governance: {exc}", file=sys.stderr)
-        return 2
-    hints = list(compaction)
+
+def _explain(args: argparse.Namespace, body: dict[str, Any], model: str) -> tuple[Explanation, list[str]]:
+    """Explain `body` as the arguments say, and the hints to print with it."""
+    provider, model_info, config = None, None, GovernanceConfig()
+    if args.config:
+        model, provider, model_info, config = _proxy_target(args.config, model)
+    changes = {"context_window_tokens": args.window, "profile": args.profile}
+    config = config.replace(**{k: v for k, v in changes.items() if v is not None})
+    fmt = args.format or detect_format(body)
+    hints: list[str] = []
+    if fmt == "responses":  # Codex's compaction requests, and the items the proxy answered them with
+        body, hints = for_explain(body, model, provider)
+    if args.max_output is not None:
+        body = {**body, FORMATS[fmt].max_output[0]: args.max_output}
+    # LiteLLM prints banners to stdout when asked about a name it does not know: keep stdout ours.
+    with contextlib.redirect_stdout(sys.stderr):
+        explanation = explain(body, model=model, format=fmt, config=config, provider=provider, model_info=model_info)
     if explanation.as_dict()["report"]["window_source"] == "unknown" and not args.config:
         hints.append(
             f"LiteLLM knows no window for {model!r}: if it is a model group of your proxy, add --config "
             "proxy_config.yaml to resolve it as the proxy does (or give --window N)"
         )
+    return explanation, hints
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    # Our own process: LiteLLM (imported for its model map) uses its bundled map instead of fetching one.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        body, bare = _load(args.file)
+        model = args.model or body.get("model")
+        if not isinstance(model, str) or not model:
+            parser.error("--model is required when the file has no 'model'")
+        explanation, hints = _explain(args, body, model)
+    except (OSError, ValueError, GovernanceError) as exc:
+        print(f"litellm-governance: {exc}", file=sys.stderr)
+        return 2
     wrote: list[str] = []
     if args.output:
         governed = explanation.request["messages"] if bare else explanation.request

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ._errors import ConfigError
+from ._profiles import PROFILES
 
 __all__ = ["AGENT_TOOLS", "DEFAULT_COMPACTABLE_TOOLS", "NANOBOT_TOOLS", "TOOL_PRESETS", "GovernanceConfig"]
 
@@ -18,11 +19,10 @@ NANOBOT_TOOLS: frozenset[str] = frozenset(
     {"read_file", "exec", "grep", "find_files", "web_search", "web_fetch", "list_dir", "list_exec_sessions"}
 )
 
-#: The observation tools of the coding agents people run today: reads, listings, searches,
-#: command output and web fetches, whose old output the agent can fetch again (names checked in
-#: each agent's source; see the docs, Configuration). Tools that hold state — plans and todo lists,
-#: sub-agent results, the user's answers, memory — are left out on purpose, and so are edit
-#: tools (their results are short confirmations). The ``agents`` preset, and the default.
+#: The observation tools of today's coding agents (reads, listings, searches, command output, web
+#: fetches: output the agent can fetch again; names from each agent's source). Tools that hold
+#: state (plans, todo lists, sub-agent results, the user's answers, memory) and edit tools (short
+#: confirmations) are left out. The ``agents`` preset, and the default.
 AGENT_TOOLS: frozenset[str] = NANOBOT_TOOLS | frozenset(
     {
         # Claude Code
@@ -56,43 +56,36 @@ DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = AGENT_TOOLS
 
 ToolSet: TypeAlias = "frozenset[str] | Literal['*']"
 
-#: compact_batch when cache_stable is on and the config names none (bench/cache.py).
+#: compact_batch when cache_stable is on and the config names none.
 STABLE_COMPACT_BATCH = 20
-#: cache_stable "auto": on from this window up, where it keeps the same recent context as the
-#: literal rules (bench/cache.py, of the last 10 results reaching the model whole, stable against
-#: literal: 9.9/9.9 at 128k, 9.8/9.9 at 64k; 9.7/9.9 at 56k, 9.5/9.9 at 48k, 9.0/9.8 at 40k,
-#: 7.8/9.8 at 32k, 6.7/9.7 at 24k: below 64k a turn is too large a share of the budget).
+#: cache_stable "auto": on from this window up; below it a turn is too large a share of the budget
+#: for the stable mode to keep as many recent results whole as the literal rules do.
 AUTO_STABLE_MIN_WINDOW = 64_000
-
-# Upper bound for any token figure a configuration may name: larger than every context window in
-# LiteLLM's model map (10M); anything bigger is a typo or an attack through per-request overrides.
+# Upper bound for any token figure a configuration may name: above every window in LiteLLM's model
+# map (10M); anything bigger is a typo or an attack through per-request overrides.
 _MAX_TOKENS = 100_000_000
 
 
 @dataclass(frozen=True, kw_only=True)
 class GovernanceConfig:
-    """How governance shapes a request. Every field has the documented default.
-
-    Budget: ``context window - max output - safety buffer``; the request's ``max_tokens`` /
-    ``max_completion_tokens`` is the max output when it has one.
-    """
+    """How governance shapes a request. Budget: ``context window - max output - safety buffer``, the
+    max output being the request's ``max_tokens`` / ``max_completion_tokens`` where it has one."""
 
     #: Context window to govern against; overrides what LiteLLM knows about the model.
     context_window_tokens: int | None = None
-    #: Window used when neither the config, the deployment nor LiteLLM knows one. With none at
-    #: all, history is not snipped and the report says so.
+    #: Window used when neither the config, the deployment nor LiteLLM knows one. With none at all,
+    #: history is not snipped and the report says so.
     default_context_window_tokens: int | None = None
     #: Output reservation when the request sets no ``max_tokens`` / ``max_completion_tokens``. Like the
     #: request's own, it is capped by the deployment's ``model_info.max_output_tokens`` and by
     #: ``max_output_share`` of the window (the proxy's start-up warns of one at or above a window).
     max_output_tokens: int = 4096
-    #: At most this share of the context window is reserved for the output: a request asking for more
-    #: (Claude Code asks 32,000 by default) has its own field lowered to the reserve, so the history
-    #: keeps the rest (never below 1,024 tokens, 2,048 with Anthropic's extended thinking on, whose
-    #: ``budget_tokens`` is lowered with it where needed).
+    #: At most this share of the window is reserved for the output: a request asking for more (Claude
+    #: Code asks 32,000) has its own field lowered to the reserve, so the history keeps the rest (never
+    #: below 1,024 tokens, 2,048 with Anthropic's extended thinking, whose ``budget_tokens`` follows).
     max_output_share: float = 0.25
-    #: False: reserve what the request asks for, however much of the window that takes, and send it as
-    #: asked (the report warns when no budget is left for the history).
+    #: False: reserve and send what the request asks for, however much of the window that takes (the
+    #: report warns when no budget is left for the history).
     fit_max_output: bool = True
     #: Kept free on top of the output reservation, for estimate error.
     safety_buffer_tokens: int = 1024
@@ -100,57 +93,51 @@ class GovernanceConfig:
     keep_recent: int = 10
     #: Results shorter than this many characters are never compacted.
     min_chars: int = 500
-    #: Tools whose old results may be compacted: tool names, preset names (``agents``, the
-    #: default, or ``nanobot``), or ``"*"`` for every tool.
+    #: Tools whose old results may be compacted: tool names, preset names (``agents``, the default,
+    #: or ``nanobot``), or ``"*"`` for every tool.
     compactable_tools: ToolSet = DEFAULT_COMPACTABLE_TOOLS
     #: Compact old results in batches of this many: results stay whole until ``keep_recent +
-    #: compact_batch`` of them are, then the oldest batch is compacted at once, rewriting the
-    #: history once per batch instead of on every turn. Default: 1 (Nanobot's rule), or 20 with
-    #: ``cache_stable``.
+    #: compact_batch`` of them are, then the oldest batch is compacted at once, rewriting the history
+    #: once per batch instead of on every turn. Default: 1 (Nanobot's rule), or 20 with ``cache_stable``.
     compact_batch: int | None = None
     #: Keep the provider's prompt cache warm: compaction and snipping are replayed over the
-    #: conversation's growth with hysteresis, so consecutive requests of an agent loop share
-    #: their governed prefix (see the docs, "Prompt caching"). False: Nanobot's rules on every
-    #: request, which rewrite the prefix on most turns. ``"auto"`` (the default): on for windows
-    #: from 64k (`AUTO_STABLE_MIN_WINDOW`) and when no window is known, off below (`stable_for`).
+    #: conversation's growth with hysteresis, so consecutive requests of an agent loop share their
+    #: governed prefix (see "Prompt caching"). False: Nanobot's rules on every request, which rewrite
+    #: the prefix on most turns. ``"auto"``: on for windows from 64k and when no window is known.
     cache_stable: bool | Literal["auto"] = "auto"
-    #: cache_stable only: when history must be cut, cut it back to this share of the room left
-    #: for history, so the following turns append without moving the cut again. None (the
-    #: default): derived per request from how many tokens a turn of the conversation adds
-    #: compared with the window (about 0.3 at 24k windows, 0.75 at 128k; see `_stable`).
+    #: cache_stable only: when history must be cut, cut it back to this share of the room left for
+    #: history, so the following turns append without moving the cut again. None: derived per
+    #: request from the size of a turn against the window (about 0.3 at 24k windows, 0.75 at 128k).
     snip_watermark: float | None = None
-    #: When snipping cuts whole turns, put one short note in their place listing what they did
-    #: (each call's tool, main argument and outcome; what was said), in at most a tenth of the
-    #: budget, so the agent neither repeats them nor loses track. False: cut turns leave no trace.
+    #: When snipping cuts whole turns, put one short note in their place listing what they did (each
+    #: call's tool, main argument and outcome; what was said), in at most a tenth of the budget, so
+    #: the agent neither repeats them nor loses track. False: cut turns leave no trace.
     note_cut_turns: bool = True
     #: Integration only: a model group of the same proxy or Router (in the SDK: a model string) that
-    #: writes a summary of cut turns, off the request path; it stands in for the note once ready,
-    #: while the cut point stays (``cache_stable`` requests only). None: the note alone.
+    #: writes a summary of cut turns, off the request path; it replaces the note once ready, while the
+    #: cut point stays (``cache_stable`` requests only). None: the note alone.
     summary_model: str | None = None
-    #: Integration only: who shares a summary of the same cut turns, in the proxy (every summary is
-    #: keyed by the exact content cut, the deployment, the summary model and its prompt): ``"team"``
-    #: (the default) the caller's LiteLLM team — a key without a team is its own tenant —,
-    #: ``"key"`` each LiteLLM key alone, ``"all"`` every caller of the proxy.
+    #: Integration only: who shares a summary of the same cut turns (each is keyed by the exact content
+    #: cut, the deployment, the summary model and its prompt): ``"team"`` the caller's LiteLLM team (a
+    #: key without a team is its own), ``"key"`` each LiteLLM key alone, ``"all"`` every caller.
     summary_sharing: Literal["team", "key", "all"] = "team"
     #: Integration only: how the gateway answers a compaction request (Codex's ``compaction_trigger``)
     #: for a deployment without compaction of its own: ``model`` asks the deployment's model (or
     #: ``summary_model``) for a summary, the note where that fails; ``note`` answers at once with the
-    #: deterministic note of the session, asking no model.
+    #: session's deterministic note.
     compaction: Literal["model", "note"] = "model"
     #: Integration only: learn each deployment's real tokens-per-tiktoken-token ratio from the
-    #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and
-    #: budget with it instead of the profile's fixed ratio.
+    #: ``usage.prompt_tokens`` providers report (and their context-length rejections), and budget
+    #: with it instead of the profile's fixed ratio.
     calibrate: bool = True
-    #: Force one of the provider profiles (`_profiles.PROFILES`: ``permissive``, ``strict``, ...; the
-    #: docs' Providers page lists them) instead of deriving it from the model's provider.
+    #: Force a provider profile (``permissive``, ``strict``, ...: see the Providers page) instead of
+    #: deriving it from the model's provider.
     profile: str | None = None
-    #: Do not rewrite anything before the last ``cache_control`` breakpoint unless the budget
-    #: forces it.
+    #: Rewrite nothing before the last ``cache_control`` breakpoint unless the budget forces it.
     respect_cache_control: bool = True
     #: Token counts remembered across requests (entries; each is a digest and an int).
     token_cache_size: int = 65_536
-    #: Deprecated (0.3): accepted and ignored. Earlier versions remembered what a conversation's
-    #: previous request computed; a pass now keeps nothing across requests but token counts.
+    #: Deprecated (0.3): accepted and ignored (nothing but token counts is kept across requests).
     conversation_cache_size: int = 0
     #: Integration only: ``False`` lets the original request through when governance fails
     #: internally (with a warning); ``True`` rejects the request instead.
@@ -161,19 +148,13 @@ class GovernanceConfig:
     enabled: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("context_window_tokens", "default_context_window_tokens"):
+        for name, (minimum, maximum) in _INT_RANGES.items():
             value = getattr(self, name)
-            if value is not None:
-                _check_int(name, value, minimum=1)
-        _check_int("max_output_tokens", self.max_output_tokens, minimum=0)
+            if value is not None or name not in _OPTIONAL_INTS:
+                _check_int(name, value, minimum, maximum)
         share = self.max_output_share
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.05 <= share <= 0.9:
+        if not _is_number(share) or not 0.05 <= share <= 0.9:
             raise ConfigError(f"max_output_share must be a number between 0.05 and 0.9, got {short_repr(share)}")
-        _check_int("safety_buffer_tokens", self.safety_buffer_tokens, minimum=0)
-        _check_int("keep_recent", self.keep_recent, minimum=0, maximum=1_000_000)
-        _check_int("min_chars", self.min_chars, minimum=0, maximum=1_000_000_000)
-        if self.compact_batch is not None:
-            _check_int("compact_batch", self.compact_batch, minimum=1, maximum=1_000_000)
         if self.summary_model is not None and (
             not isinstance(self.summary_model, str) or not self.summary_model.strip() or len(self.summary_model) > 256
         ):
@@ -182,35 +163,22 @@ class GovernanceConfig:
             raise ConfigError(f'summary_sharing must be "team", "key" or "all", got {short_repr(self.summary_sharing)}')
         if self.compaction not in ("model", "note"):
             raise ConfigError(f'compaction must be "model" or "note", got {short_repr(self.compaction)}')
-        if self.snip_watermark is not None:
-            if isinstance(self.snip_watermark, bool) or not isinstance(self.snip_watermark, (int, float)):
-                raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(self.snip_watermark)}")
-            if not 0.1 <= self.snip_watermark <= 1.0:
-                raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {short_repr(self.snip_watermark)}")
-        _check_int("token_cache_size", self.token_cache_size, minimum=0, maximum=100_000_000)
-        _check_int("conversation_cache_size", self.conversation_cache_size, minimum=0, maximum=100_000_000)
+        watermark = self.snip_watermark
+        if watermark is not None and not _is_number(watermark):
+            raise ConfigError(f"snip_watermark must be a number or null, got {short_repr(watermark)}")
+        if watermark is not None and not 0.1 <= watermark <= 1.0:
+            raise ConfigError(f"snip_watermark must be between 0.1 and 1.0, got {short_repr(watermark)}")
         if self.cache_stable != "auto" and not isinstance(self.cache_stable, bool):
             raise ConfigError(f'cache_stable must be true, false or "auto", got {short_repr(self.cache_stable)}')
-        for name in (
-            "respect_cache_control",
-            "fail_closed",
-            "allow_request_overrides",
-            "enabled",
-            "calibrate",
-            "note_cut_turns",
-            "fit_max_output",
-        ):
+        for name in _BOOL_FIELDS:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {short_repr(getattr(self, name))}")
         object.__setattr__(self, "compactable_tools", _tool_set(self.compactable_tools))
-        if self.profile is not None:
-            from ._profiles import PROFILES
-
-            if self.profile not in PROFILES:
-                raise ConfigError(
-                    f"profile must be one of {', '.join(sorted(PROFILES))} or None, got {short_repr(self.profile)}"
-                    + suggestion(str(self.profile), PROFILES)
-                )
+        if self.profile is not None and self.profile not in PROFILES:
+            raise ConfigError(
+                f"profile must be one of {', '.join(sorted(PROFILES))} or None, got {short_repr(self.profile)}"
+                + suggestion(str(self.profile), PROFILES)
+            )
 
     def replace(self, **changes: object) -> GovernanceConfig:
         """A copy with some fields changed (validated like a new config)."""
@@ -226,14 +194,10 @@ class GovernanceConfig:
             return cls()
         if not isinstance(options, Mapping):
             raise ConfigError(f"governance settings must be a mapping, got {type(options).__name__}")
-        unknown = set(options) - _FIELD_NAMES
-        if unknown:
-            raise ConfigError(_unknown_message(unknown))
-        return cls(**{str(k): v for k, v in options.items()})  # type: ignore[arg-type]
+        return cls().replace(**{str(k): v for k, v in options.items()})
 
     def describe(self) -> str:
-        """The options in one line (for the proxy's start-up log): every field with the value in
-        effect (an unset option says what applies instead, as the docs' options table does), tool sets named."""
+        """Every option with the value in effect, in one line (the proxy's start-up log)."""
         parts = []
         for item in dataclasses.fields(self):
             value = getattr(self, item.name)
@@ -246,10 +210,7 @@ class GovernanceConfig:
         return ", ".join(parts)
 
     def stable_for(self, window: int | None) -> bool:
-        """Whether requests for a model with this context window are governed with
-        ``cache_stable``. ``"auto"``: from `AUTO_STABLE_MIN_WINDOW` up, and when no window is known;
-        below it, each turn adds so much of the budget that the stable mode must compact the last
-        results early to keep its prefix (see the docs, "Prompt caching")."""
+        """Whether requests for a model with this context window are governed with ``cache_stable``."""
         if isinstance(self.cache_stable, bool):
             return self.cache_stable
         # No window: nothing is cut, and compacting in batches keeps at least as many results whole.
@@ -268,6 +229,20 @@ class GovernanceConfig:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(GovernanceConfig))
+_BOOL_FIELDS = tuple(f.name for f in dataclasses.fields(GovernanceConfig) if isinstance(f.default, bool))
+#: The integer options and their bounds; those in `_OPTIONAL_INTS` may also be None.
+_INT_RANGES: Mapping[str, tuple[int, int]] = {
+    "context_window_tokens": (1, _MAX_TOKENS),
+    "default_context_window_tokens": (1, _MAX_TOKENS),
+    "max_output_tokens": (0, _MAX_TOKENS),
+    "safety_buffer_tokens": (0, _MAX_TOKENS),
+    "keep_recent": (0, 1_000_000),
+    "min_chars": (0, 1_000_000_000),
+    "compact_batch": (1, 1_000_000),
+    "token_cache_size": (0, 100_000_000),
+    "conversation_cache_size": (0, 100_000_000),
+}
+_OPTIONAL_INTS = frozenset({"context_window_tokens", "default_context_window_tokens", "compact_batch"})
 # What applies when an option that may be None is not set (`GovernanceConfig.describe`).
 _UNSET: Mapping[str, str] = {
     "context_window_tokens": "the model's",
@@ -299,11 +274,15 @@ def _unknown_message(unknown: Iterable[str]) -> str:
     return f"unknown governance option(s) {described}; known options: {', '.join(sorted(_FIELD_NAMES))}"
 
 
-def _check_int(name: str, value: object, *, minimum: int, maximum: int = _MAX_TOKENS) -> None:
+def _check_int(name: str, value: object, minimum: int, maximum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be an integer, got {short_repr(value)}")
     if not minimum <= value <= maximum:
         raise ConfigError(f"{name} must be between {minimum} and {maximum}, got {short_repr(value)}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _tool_set(value: object) -> frozenset[str] | Literal["*"]:

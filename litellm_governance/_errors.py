@@ -28,11 +28,8 @@ class InvalidRequestError(GovernanceError, TypeError, ValueError):
 
 
 class ConfigError(GovernanceError, ValueError):
-    """A configuration field has a value governance cannot use: the message names the field.
-
-    `redacted` is the same message without the offending value, for logs and reports on a
-    request's path (where a value could have come from a client).
-    """
+    """A configuration field has a value governance cannot use: the message names the field;
+    `redacted` says it without the value, for logs (on a request's path a value may be a client's)."""
 
     def __init__(self, message: str, *, redacted: str | None = None) -> None:
         super().__init__(message)

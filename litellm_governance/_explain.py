@@ -1,15 +1,10 @@
-"""`explain`: what governance does to each message of a request — for the CLI's table, ``--json``
+"""`explain`: what governance does to each message of a request, for the CLI's table, ``--json``
 and ``--html``. Pure: no I/O.
 
-The request is governed once with every input message tagged with its index (`TRACE`); steps
-copy the tag along with the message (a merge keeps both), so each output message says which
-input messages it stands for. What happened to each is what the steps recorded (`_context.Fate`):
-the step that made, changed or dropped it (`_steps`: compacted, merged, snipped, orphans_dropped,
-backfilled …), or kept as it was. Nothing is inferred from the messages' shapes.
-
-The token figures come in one set: each side's ``totals`` break the report's ``tokens_before`` /
-``tokens_after`` down into system messages, tool schemas, the other messages and the reply priming,
-times the token ratio, so the rows add up to the report's figures.
+The request is governed once with every input message tagged with its index (`TRACE`); steps copy
+the tag along (a merge keeps both), so each output message names the inputs it stands for. Each
+message's fate is what the steps recorded (`_context.Fate`): the step that made, changed or
+dropped it, or kept.
 """
 
 from __future__ import annotations
@@ -24,6 +19,7 @@ from ._formats import Format, detect_format, spec
 from ._messages import TRACE, Message, call_id, call_name, is_system, tool_calls
 from ._models import Deployment
 from ._pipeline import run
+from ._report import GovernanceReport
 from ._snip import is_task
 from ._steps import KEPT, MERGED, describe, step
 from ._tokens import REPLY_PRIMING
@@ -70,18 +66,13 @@ def explain(
     after = [story.output_row(j) for j in range(len(governed))]
     leading = [i for i, m in enumerate(originals) if is_system(m) and all(is_system(x) for x in originals[:i])]
     tasks = [i for i, m in enumerate(originals) if is_task(m)]
-    ratio = report.token_ratio
     data = {
         "format": fmt,
         "model": model,
         "report": {**report.to_dict(), "summary": report.summary()},
         "totals": {
-            "before": _totals(
-                originals, before, ctx, tokens=report.tokens_before, in_body=report.messages_before, ratio=ratio
-            ),
-            "after": _totals(
-                governed, after, ctx, tokens=report.tokens_after, in_body=report.messages_after, ratio=ratio
-            ),
+            "before": _totals(originals, before, ctx, report, "before"),
+            "after": _totals(governed, after, ctx, report, "after"),
         },
         "system_kept": all(before[i]["fate"] == KEPT for i in leading),
         # The task reaches the provider (as it was, or merged with what the rules put next to it).
@@ -89,9 +80,8 @@ def explain(
         "before": before,
         "after": after,
     }
-    governed_request = dict(request)
-    governed_request.update({k: _untagged(v) for k, v in outcome.fields.items()})
-    return Explanation(request=governed_request, data=data)
+    untagged = {k: [_untagged(m) for m in v] if isinstance(v, list) else v for k, v in outcome.fields.items()}
+    return Explanation(request={**request, **untagged}, data=data)
 
 
 class _Story:
@@ -102,43 +92,34 @@ class _Story:
         self, originals: Sequence[Message], governed: Sequence[Message], fates: Sequence[Fate], ctx: Context
     ) -> None:
         self.originals, self.governed, self.ctx = originals, governed, ctx
-        self.names = _call_names(originals)
-        self.made: dict[int, Fate] = {}  # id(output message) -> its last fate
+        self.names = {
+            ident: name
+            for m in originals
+            for c in tool_calls(m)
+            if (ident := call_id(c)) is not None and (name := call_name(c)) is not None
+        }
         present = {id(m) for m in governed}
+        self.made: dict[int, Fate] = {}  # id(output message) -> its last fate
         self.dropped: dict[int, Fate] = {}  # input index -> the fate that took it out
         for fate in fates:
-            if fate.message is None:
-                continue
-            if id(fate.message) in present:
+            if fate.message is not None and id(fate.message) in present:
                 self.made[id(fate.message)] = fate
-            else:
-                for index in fate.message.get(TRACE, ()):
-                    self.dropped[index] = fate
-        self.outputs: dict[int, list[int]] = {}  # input index -> the output messages standing for it
+            elif fate.message is not None:
+                self.dropped.update(dict.fromkeys(fate.message.get(TRACE, ()), fate))
+        self.outputs: dict[int, int] = {}  # input index -> the first output message standing for it
         for j, message in enumerate(governed):
             for i in message.get(TRACE, ()):
-                self.outputs.setdefault(i, []).append(j)
+                self.outputs.setdefault(i, j)
 
     def input_row(self, i: int, where: str) -> dict[str, Any]:
-        original = self.originals[i]
-        found = self.outputs.get(i)
-        at = found[0] if found else None
+        at = self.outputs.get(i)
         if at is not None:
-            fate, detail = self._fate(original, self.governed[at])
+            fate, detail = self._fate(self.originals[i], self.governed[at])
+        elif (dropped := self.dropped.get(i)) is not None:
+            fate, detail = dropped.step, describe(dropped.step)
         else:
-            dropped = self.dropped.get(i)
-            fate = dropped.step if dropped is not None else KEPT
-            detail = describe(fate) if dropped is not None else ""
-        return {
-            "index": i,
-            "where": where,
-            "role": _role(original),
-            "tool": _tool(original, self.names),
-            "tokens": self.ctx.tokens(original),
-            "fate": fate,
-            "after": at,
-            "detail": detail,
-        }
+            fate, detail = KEPT, ""
+        return {"index": i, "where": where, **self._row(self.originals[i], fate), "after": at, "detail": detail}
 
     def output_row(self, j: int) -> dict[str, Any]:
         message = self.governed[j]
@@ -149,14 +130,15 @@ class _Story:
             made = self.made.get(id(message))
             fate = made.step if made is not None else KEPT
             detail = describe(fate)
+        return {"index": j, **self._row(message, fate), "from": sources, "detail": detail}
+
+    def _row(self, message: Message, fate: str) -> dict[str, Any]:
+        role = message.get("role")
         return {
-            "index": j,
-            "role": _role(message),
+            "role": role if isinstance(role, str) else type(role).__name__,
             "tool": _tool(message, self.names),
             "tokens": self.ctx.tokens(message),
             "fate": fate,
-            "from": sources,
-            "detail": detail,
         }
 
     def _fate(self, original: Message, output: Message) -> tuple[str, str]:
@@ -164,9 +146,8 @@ class _Story:
         made = self.made.get(id(output))
         if made is None:
             return KEPT, ""
-        sources = output.get(TRACE, ())
         if made.step == MERGED:
-            return MERGED, f"merged with input message(s) {', '.join(str(i) for i in sources)}"
+            return MERGED, f"merged with input message(s) {', '.join(str(i) for i in output.get(TRACE, ()))}"
         found = step(made.step)
         if found is not None and found.kind == "shrunk":
             return made.step, f"{describe(made.step)}: {self.ctx.tokens(original)} -> {self.ctx.tokens(output)} tokens"
@@ -174,50 +155,27 @@ class _Story:
 
 
 def _totals(
-    messages: Sequence[Message],
-    rows: Sequence[Mapping[str, Any]],
-    ctx: Context,
-    *,
-    tokens: int,
-    in_body: int,
-    ratio: float,
+    messages: Sequence[Message], rows: Sequence[Mapping[str, Any]], ctx: Context, report: GovernanceReport, side: str
 ) -> dict[str, Any]:
-    """One side's token figures: what the rows add up to, split into system messages and the others,
-    plus the tool schemas and the reply priming, times the ratio: the report's figure."""
+    """One side's token figures: its rows split into system messages and the others, plus the tool
+    schemas and the reply priming, times the ratio: the report's ``tokens_<side>``."""
     system = sum(row["tokens"] for message, row in zip(messages, rows, strict=True) if is_system(message))
     others = sum(row["tokens"] for row in rows) - system
     return {
         "entries": len(rows),
-        "in_body": in_body,
+        "in_body": getattr(report, f"messages_{side}"),
         "system": system,
         "tools": ctx.tools_tokens,
         "messages": others,
         "reply_priming": REPLY_PRIMING,
         "counted": system + ctx.tools_tokens + others + REPLY_PRIMING,
-        "ratio": ratio,
-        "tokens": tokens,
+        "ratio": report.token_ratio,
+        "tokens": getattr(report, f"tokens_{side}"),
     }
 
 
 def _untagged(value: Any) -> Any:
-    if isinstance(value, list) and any(isinstance(m, dict) and TRACE in m for m in value):
-        return [{k: v for k, v in m.items() if k is not TRACE} if isinstance(m, dict) else m for m in value]
-    return value
-
-
-def _call_names(messages: Sequence[Message]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for message in messages:
-        for call in tool_calls(message):
-            ident, name = call_id(call), call_name(call)
-            if ident is not None and name is not None:
-                names[ident] = name
-    return names
-
-
-def _role(message: Message) -> str:
-    role = message.get("role")
-    return role if isinstance(role, str) else type(role).__name__
+    return {k: v for k, v in value.items() if k is not TRACE} if isinstance(value, dict) and TRACE in value else value
 
 
 def _tool(message: Message, names: Mapping[str, str]) -> str | None:

@@ -1,9 +1,8 @@
 """What governance needs to know about a model: its provider, context window and prefill support.
 
-Order of authority for the window: the config's ``context_window_tokens``, the deployment's
-``model_info`` (proxy config or Router), LiteLLM's model map, the config's
-``default_context_window_tokens``. LiteLLM is imported only when its model map is needed; which
-map it loads (bundled or fetched) is the host process's choice: nothing here sets its environment.
+The window comes from the config's ``context_window_tokens``, else the deployment's ``model_info``,
+else LiteLLM's model map, else the config's ``default_context_window_tokens``. LiteLLM is imported
+only when its model map is needed, and its environment is left to the host process.
 """
 
 from __future__ import annotations
@@ -77,9 +76,8 @@ _QUIET_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def quiet(litellm: Any) -> Iterator[None]:
-    """LiteLLM's model lookups print a "Provider List: …" banner to stdout for names they do not
-    know (a proxy alias such as ``glm``): keep it off the caller's stdout while we ask. Our
-    lookups are cached per name, so this window opens once per model."""
+    """Keep LiteLLM's "Provider List: …" banner (printed for names it does not know, such as a
+    proxy alias) off the caller's stdout while we ask."""
     with _QUIET_LOCK:
         previous = getattr(litellm, "suppress_debug_info", False)
         litellm.suppress_debug_info = True
@@ -99,27 +97,23 @@ def resolve_model(
     """Provider, window and prefill support for `model` (a LiteLLM model string)."""
     provider, bare = split_provider(model, provider)
     info = model_info or {}
-    profile = info.get("governance_profile")
-    prefill_override = info.get("supports_assistant_prefill")
-    deployment_window = _positive_int(info.get("max_input_tokens"))
-
+    prefill, profile = info.get("supports_assistant_prefill"), info.get("governance_profile")
+    window: int | None
     if config.context_window_tokens is not None:
         window, source = config.context_window_tokens, "config"
-    elif deployment_window is not None:
-        window, source = deployment_window, "deployment"
-    else:
-        window, source = None, "unknown"
-    if window is None:
-        known_window, _ = _litellm_facts(model, provider, bare)
-        if known_window is not None:
-            window, source = known_window, "litellm"
-    if window is None and config.default_context_window_tokens is not None:
+    elif (window := _positive_int(info.get("max_input_tokens"))) is not None:
+        source = "deployment"
+    elif (window := _litellm_facts(model, provider, bare)[0]) is not None:
+        source = "litellm"
+    elif config.default_context_window_tokens is not None:
         window, source = config.default_context_window_tokens, "default"
+    else:
+        source = "unknown"
     return ModelFacts(
         provider=provider,
         max_input_tokens=window,
         window_source=source,
-        supports_prefill=prefill_override if isinstance(prefill_override, bool) else None,
+        supports_prefill=prefill if isinstance(prefill, bool) else None,
         profile=profile if isinstance(profile, str) else None,
         bare_model=bare,
         max_output_tokens=_positive_int(info.get("max_output_tokens")),
@@ -127,14 +121,11 @@ def resolve_model(
 
 
 def _positive_int(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        return None
-    return value
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def import_litellm() -> Any:
-    """LiteLLM, imported on first need (it takes seconds). The process it runs in chooses which model
-    map LiteLLM loads (``LITELLM_LOCAL_MODEL_COST_MAP``): the plugin never sets it."""
+    """LiteLLM, imported on first need (it takes seconds)."""
     import litellm
 
     return litellm
@@ -149,8 +140,7 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
     if provider:
         names.append(f"{provider}/{bare}")
     if provider == "openrouter" and "/" in bare:
-        vendor_model = bare.split("/", 1)[1]
-        names.append(vendor_model)
+        names.append(bare.split("/", 1)[1])
     if "/" in bare:
         names.append(bare.rsplit("/", 1)[1])
     for name in dict.fromkeys(names):
@@ -167,27 +157,20 @@ def _litellm_facts(model: str, provider: str, bare: str) -> tuple[int | None, bo
 
 
 #: The ``model_info`` fields governance depends on (a deployment's `Deployment.key`).
-GOVERNANCE_FIELDS: Final = (
-    "max_input_tokens",
-    "max_output_tokens",
-    "supports_assistant_prefill",
-    "governance_profile",
-)
+GOVERNANCE_FIELDS: Final = ("max_input_tokens", "max_output_tokens", "supports_assistant_prefill", "governance_profile")
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """The model a request is governed for: a deployment (of a proxy model group, a Router, or the
-    SDK call itself), or a bare model name."""
+    """The model a request is governed for: a deployment (proxy model group, Router, SDK call) or a model name."""
 
     model: str
     provider: str | None = None
     model_info: Mapping[str, Any] | None = None
 
     def key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-        """What governance depends on: the provider and the bare model (the proxy's model list says
-        ``anthropic/claude-…``; the deployment hook may get ``claude-…`` with the provider apart),
-        and the governance fields of ``model_info``."""
+        """What governance depends on: provider and bare model (``anthropic/claude-…`` and ``claude-…``
+        with the provider apart are one deployment) and the governance fields of ``model_info``."""
         info = self.model_info or {}
         provider, bare = split_provider(self.model, self.provider)
         return provider, bare, tuple((k, repr(info.get(k))) for k in GOVERNANCE_FIELDS)
@@ -204,18 +187,12 @@ def widest_deployment(deployments: Iterable[Mapping[str, Any]], config: Governan
     best: tuple[int, Deployment] | None = None
     for entry in deployments:
         params = entry.get("litellm_params") if isinstance(entry, Mapping) else None
-        model = params.get("model") if isinstance(params, Mapping) else None
-        if not isinstance(model, str) or not model:
+        if not isinstance(params, Mapping) or not isinstance(model := params.get("model"), str) or not model:
             continue
-        provider = params.get("custom_llm_provider") if isinstance(params, Mapping) else None
-        info = entry.get("model_info")
-        candidate = Deployment(
-            model,
-            provider if isinstance(provider, str) and provider else None,
-            info if isinstance(info, Mapping) else None,
-        )
-        window = resolve_model(model, config=config, provider=candidate.provider, model_info=candidate.model_info)
-        size = window.max_input_tokens or 0
+        provider, info = params.get("custom_llm_provider"), entry.get("model_info")
+        provider = provider if isinstance(provider, str) and provider else None
+        info = info if isinstance(info, Mapping) else None
+        size = resolve_model(model, config=config, provider=provider, model_info=info).max_input_tokens or 0
         if best is None or size > best[0]:
-            best = (size, candidate)
+            best = (size, Deployment(model, provider, info))
     return best[1] if best is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 __all__ = ["PROFILES", "MidSystem", "Profile", "Reasoning", "TrailingAssistant", "profile_for"]
@@ -48,19 +48,20 @@ class Reasoning(Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class Profile:
-    """The rules of one family of providers."""
+    """The rules of one family of providers (the defaults are `STRICT`'s)."""
 
     name: str
     #: Merge consecutive user→user and assistant→assistant messages (losslessly).
-    merge_consecutive: bool
-    trailing_assistant: TrailingAssistant
+    merge_consecutive: bool = True
+    trailing_assistant: TrailingAssistant = TrailingAssistant.DROP
     #: The first non-system message must be a user message (insert a synthetic one if not).
-    first_must_be_user: bool
+    first_must_be_user: bool = True
     #: Tool-call ids must be unique in the whole request (repeats are renamed, call and result
     #: alike). Repeats inside one assistant message are renamed on every profile.
-    unique_tool_call_ids: bool
-    #: The provider's tokenizer counts this many times tiktoken's figure (at most).
-    token_ratio: float
+    unique_tool_call_ids: bool = False
+    #: The provider's tokenizer counts this many times tiktoken's figure (at most). Unknown
+    #: tokenizers (GLM, Qwen, Kimi, Mistral) and DeepSeek's and Claude's count 8-13 % above o200k.
+    token_ratio: float = 1.15
     #: What a mid-conversation system message becomes.
     mid_system: MidSystem = MidSystem.TO_USER
     #: Blank text is rejected: blank text parts are dropped and empty user messages too.
@@ -85,124 +86,48 @@ PERMISSIVE = Profile(
     merge_consecutive=False,
     trailing_assistant=TrailingAssistant.KEEP,
     first_must_be_user=False,
-    unique_tool_call_ids=False,
     token_ratio=1.0,
     mid_system=MidSystem.KEEP,
     no_empty_text=False,
 )
 ANTHROPIC = Profile(
     name="anthropic",
-    merge_consecutive=True,
     trailing_assistant=TrailingAssistant.IF_PREFILL,
-    first_must_be_user=True,
     unique_tool_call_ids=True,
-    # Claude's tokenizer counts 8-13 % more than o200k on the same text.
-    token_ratio=1.15,
     thinking_leads_tool_turn=True,
 )
-GEMINI = Profile(
-    name="gemini",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.DROP,
-    first_must_be_user=True,
-    unique_tool_call_ids=False,
-    token_ratio=1.1,
-    mid_system=MidSystem.HOIST,
-    id_payload_marker="__thought__",
-)
-STRICT = Profile(
-    name="strict",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.DROP,
-    first_must_be_user=True,
-    unique_tool_call_ids=False,
-    # Unknown tokenizers (GLM, Qwen, Kimi, Mistral, DeepSeek's counts 8-13 % above o200k).
-    token_ratio=1.15,
-)
-MISTRAL = Profile(
-    name="mistral",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.DROP,
-    first_must_be_user=True,
-    unique_tool_call_ids=True,
-    token_ratio=1.15,
-    nine_char_ids=True,
-    assistant_after_tool=True,
-)
-BEDROCK = Profile(
-    name="bedrock",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.DROP,
-    first_must_be_user=True,
-    unique_tool_call_ids=True,
-    token_ratio=1.15,
-    assistant_after_tool=True,
-)
+GEMINI = Profile(name="gemini", token_ratio=1.1, mid_system=MidSystem.HOIST, id_payload_marker="__thought__")
+STRICT = Profile(name="strict")
+MISTRAL = Profile(name="mistral", unique_tool_call_ids=True, nine_char_ids=True, assistant_after_tool=True)
+BEDROCK = Profile(name="bedrock", unique_tool_call_ids=True, assistant_after_tool=True)
 # Claude through Bedrock Converse: Anthropic's rules plus Converse's turn shape.
-BEDROCK_CLAUDE = Profile(
-    name="bedrock_claude",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.IF_PREFILL,
-    first_must_be_user=True,
-    unique_tool_call_ids=True,
-    token_ratio=1.15,
-    assistant_after_tool=True,
-    thinking_leads_tool_turn=True,
-)
-DEEPSEEK = Profile(
-    name="deepseek",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.DROP,
-    first_must_be_user=True,
-    unique_tool_call_ids=False,
-    token_ratio=1.15,
-    reasoning=Reasoning.ALL,
-)
-MOONSHOT = Profile(
-    name="moonshot",
-    merge_consecutive=True,
-    trailing_assistant=TrailingAssistant.DROP,
-    first_must_be_user=True,
-    unique_tool_call_ids=False,
-    token_ratio=1.15,
-    reasoning=Reasoning.TOOL_CALLS,
-)
+BEDROCK_CLAUDE = replace(ANTHROPIC, name="bedrock_claude", assistant_after_tool=True)
+DEEPSEEK = Profile(name="deepseek", reasoning=Reasoning.ALL)
+MOONSHOT = Profile(name="moonshot", reasoning=Reasoning.TOOL_CALLS)
 
 PROFILES: Mapping[str, Profile] = {
     p.name: p for p in (PERMISSIVE, ANTHROPIC, GEMINI, STRICT, MISTRAL, BEDROCK, BEDROCK_CLAUDE, DEEPSEEK, MOONSHOT)
 }
 
 # LiteLLM provider string -> profile name. Providers that host several model families
-# (bedrock, vertex_ai, openrouter) are resolved by model name in `profile_for`.
+# (bedrock, vertex_ai*, openrouter) are resolved by model name in `profile_for`.
 _BY_PROVIDER: Mapping[str, str] = {
-    "openai": "permissive",
-    "azure": "permissive",
-    "azure_ai": "permissive",
-    "text-completion-openai": "permissive",
-    "groq": "permissive",
-    "xai": "permissive",
-    "ollama": "permissive",
-    "ollama_chat": "permissive",
-    "cohere": "permissive",
-    "cohere_chat": "permissive",
-    "anthropic": "anthropic",
-    "anthropic_text": "anthropic",
-    "gemini": "gemini",
-    "vertex_ai_beta": "gemini",
-    "mistral": "mistral",
-    "codestral": "mistral",
-    "deepseek": "deepseek",
-    "moonshot": "moonshot",
+    provider: profile
+    for profile, providers in (
+        ("permissive", "openai azure azure_ai text-completion-openai groq xai ollama ollama_chat cohere cohere_chat"),
+        ("anthropic", "anthropic anthropic_text"),
+        ("gemini", "gemini"),
+        ("mistral", "mistral codestral"),
+        ("deepseek", "deepseek"),
+        ("moonshot", "moonshot"),
+    )
+    for provider in providers.split()
 }
 
-# openrouter/<vendor>/<model>: OpenRouter's vendor names -> the LiteLLM provider they behave as.
+# openrouter/<vendor>/<model>: OpenRouter's vendor names that are not the LiteLLM provider they behave as.
 _OPENROUTER_VENDORS: Mapping[str, str] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
     "google": "gemini",
     "x-ai": "xai",
-    "cohere": "cohere",
-    "deepseek": "deepseek",
     "z-ai": "zai",
     "mistralai": "mistral",
     "moonshotai": "moonshot",
@@ -215,31 +140,17 @@ _MISTRAL_FAMILY = re.compile(r"mistral|mixtral|devstral|ministral|codestral|magi
 
 def profile_for(provider: str, model: str) -> Profile:
     """The profile for a LiteLLM provider string and model name (unknown → ``strict``)."""
-    provider = provider.lower()
-    model_lower = model.lower()
+    provider, model = provider.lower(), model.lower()
     if provider == "openrouter":
-        vendor, _, rest = _strip_provider(model_lower, "openrouter").partition("/")
-        if rest:
-            return profile_for(_OPENROUTER_VENDORS.get(vendor, vendor), rest)
-        return STRICT
-    claude = "claude" in model_lower or "anthropic" in model_lower
+        vendor, _, rest = model.removeprefix("openrouter/").partition("/")
+        return profile_for(_OPENROUTER_VENDORS.get(vendor, vendor), rest) if rest else STRICT
+    claude = "claude" in model or "anthropic" in model
     if provider.startswith("bedrock"):
         # LiteLLM sends Claude on Bedrock through Converse by default; `invoke/` keeps Anthropic's shape.
-        if claude:
-            return ANTHROPIC if "/invoke/" in f"/{model_lower}" else BEDROCK_CLAUDE
-        return BEDROCK
-    if provider == "hosted_vllm" and _MISTRAL_FAMILY.search(model_lower):
+        return (ANTHROPIC if "/invoke/" in f"/{model}" else BEDROCK_CLAUDE) if claude else BEDROCK
+    if provider == "hosted_vllm" and _MISTRAL_FAMILY.search(model):
         # vLLM serves Mistral models with Mistral's own validator or chat template: Mistral's rules.
         return MISTRAL
-    if provider.startswith("vertex_ai"):
-        if claude:
-            return ANTHROPIC
-        if "gemini" in model_lower:
-            return GEMINI
-        return STRICT
+    if provider.startswith("vertex_ai") and (claude or "gemini" in model):
+        return ANTHROPIC if claude else GEMINI
     return PROFILES[_BY_PROVIDER.get(provider, "strict")]
-
-
-def _strip_provider(model: str, provider: str) -> str:
-    prefix = provider + "/"
-    return model[len(prefix) :] if model.startswith(prefix) else model

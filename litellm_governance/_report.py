@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from ._steps import STAGES, STEPS
@@ -35,11 +35,9 @@ class GovernanceReport:
     messages_after: int
     #: How many times each step (`_steps.STEPS`, by name) acted.
     steps: Mapping[str, int] = field(default_factory=dict)
-    #: Provider tokens each stage of the pipeline removed (`_steps.STAGES`, by name; negative where a
-    #: stage added more than it removed, e.g. a backfilled result): they add up to
-    #: ``tokens_before - tokens_after`` (less what LiteLLM's translation changed, where the proxy's
-    #: two passes were in different formats: a note says so). Only stages that changed the count
-    #: are listed.
+    #: Provider tokens each stage (`_steps.STAGES`) removed, negative where it added more, listed
+    #: only where non-zero; they add up to ``tokens_before - tokens_after`` unless LiteLLM
+    #: translated the request between the proxy's two passes (a note says so).
     tokens_removed: Mapping[str, int] = field(default_factory=dict)
     over_budget: bool = False
     changed: bool = False
@@ -54,52 +52,20 @@ class GovernanceReport:
     ratio_source: str = "static"
     #: Whether the request was shrunk with ``cache_stable``.
     cache_stable: bool = False
-    #: What is sent, in tiktoken tokens (before the ratio): what calibration compares the
-    #: provider's ``usage.prompt_tokens`` with.
+    #: What is sent, in tiktoken tokens (what calibration compares ``usage.prompt_tokens`` with).
     estimated_tokens: int = 0
-    #: Tools with results of 4,000+ characters that are not compactable, and how many: candidates
-    #: for ``compactable_tools``.
+    #: Tools with results of 4,000+ characters that are not compactable, and how many.
     large_uncompacted: Mapping[str, int] = field(default_factory=dict)
     #: What the request asked for as output where its field went out lowered to `max_output_tokens`.
     max_output_lowered_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of every field."""
-        return {
-            "model": self.model,
-            "provider": self.provider,
-            "profile": self.profile,
-            "context_window": self.context_window,
-            "window_source": self.window_source,
-            "budget": self.budget,
-            "max_output_tokens": self.max_output_tokens,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "messages_before": self.messages_before,
-            "messages_after": self.messages_after,
-            "steps": dict(self.steps),
-            "tokens_removed": dict(self.tokens_removed),
-            "over_budget": self.over_budget,
-            "changed": self.changed,
-            "cache_prefix_rewritten": self.cache_prefix_rewritten,
-            "notes": list(self.notes),
-            "format": self.format,
-            "token_ratio": self.token_ratio,
-            "ratio_source": self.ratio_source,
-            "cache_stable": self.cache_stable,
-            "estimated_tokens": self.estimated_tokens,
-            "large_uncompacted": dict(self.large_uncompacted),
-            "max_output_lowered_from": self.max_output_lowered_from,
-        }
+        return {**asdict(self), "notes": list(self.notes)}
 
     def then(self, later: GovernanceReport) -> GovernanceReport:
         """This pass followed by `later` (run on this pass's output), as one report."""
-        steps = dict(self.steps)
-        for key, count in later.steps.items():
-            steps[key] = steps.get(key, 0) + count
-        removed = dict(self.tokens_removed)
-        for key, count in later.tokens_removed.items():
-            removed[key] = removed.get(key, 0) + count
+        steps, removed = _sum(self.steps, later.steps), _sum(self.tokens_removed, later.tokens_removed)
         return replace(
             later,
             format=self.format,  # the client's (LiteLLM may have translated the request in between)
@@ -114,10 +80,9 @@ class GovernanceReport:
         )
 
     def summary(self) -> str:
-        """One line for a response header or a log: what changed (or ``unchanged``), the tokens and
-        what each stage removed, the token ratio and where it came from, the profile and the budget,
-        e.g. ``compacted=3; snipped=41; tokens=182113->109876; removed=compaction:50000,snipping:22237;
-        ratio=1.15 static; profile=strict; budget=26880``. Step and stage names are `_steps`'."""
+        """One line for a response header or a log, e.g. ``compacted=3; snipped=41;
+        tokens=182113->109876; removed=compaction:50000,snipping:22237; ratio=1.15 static;
+        profile=strict; budget=26880``."""
         if self.changed:
             parts = [f"{name}={self.steps[name]}" for name in _SUMMARY_STEPS if self.steps.get(name)]
             if self.max_output_lowered_from is not None:
@@ -127,7 +92,8 @@ class GovernanceReport:
                 parts.append("removed=" + ",".join(f"{k}:{v}" for k, v in self.tokens_removed.items()))
         else:
             parts = ["unchanged", f"tokens={self.tokens_after}"]
-        parts.append(f"ratio={ratio_text(self.token_ratio)} {self.ratio_source.split(',')[0]}")
+        # The ratio with at most three decimals, no trailing zeros.
+        parts.append(f"ratio={round(self.token_ratio, 3):g} {self.ratio_source.split(',')[0]}")
         parts.append(f"profile={self.profile}")
         parts.append(f"budget={self.budget if self.budget is not None else 'none'}")
         if self.over_budget:
@@ -135,6 +101,5 @@ class GovernanceReport:
         return "; ".join(parts)
 
 
-def ratio_text(ratio: float) -> str:
-    """A token ratio as the summary shows it: at most three decimals, no trailing zeros."""
-    return format(round(ratio, 3), "g")
+def _sum(first: Mapping[str, int], second: Mapping[str, int]) -> dict[str, int]:
+    return {key: first.get(key, 0) + second.get(key, 0) for key in {**first, **second}}

@@ -10,7 +10,7 @@ from typing import Any, Final
 from ._config import GovernanceConfig
 from ._cut_turns import CutTurns
 from ._errors import InvalidRequestError
-from ._formats import FORMAT_NAMES, FORMATS, Format, Outline, detect_format, spec
+from ._formats import FORMATS, Format, detect_format, spec
 from ._models import Deployment
 from ._output import lowered_fields
 from ._pipeline import Calibrated, clear_errors, run
@@ -18,10 +18,8 @@ from ._report import GovernanceReport
 from ._steps import THINKING_OFF
 from ._thinking import THINKING_OFF_NOTE, lost_thinking_fields
 
-__all__ = ["FORMATS", "Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
+__all__ = ["Format", "GovernedRequest", "detect_format", "govern_request", "max_output_tokens"]
 
-# (Kept for callers of earlier versions: the format names, and the helpers below.)
-_NAMES: Final = FORMAT_NAMES
 #: The fields of the three formats that hold the conversation (what `clear_errors` looks into).
 _HISTORY_FIELDS: Final = tuple(
     dict.fromkeys(name for spec in FORMATS.values() for name in (spec.history, spec.system) if name is not None)
@@ -90,12 +88,6 @@ def govern_request(
     governed.update(outcome.fields)
     governed.update(lowered_fields(governed, chosen.max_output, outcome.reserve))
     return GovernedRequest(request=governed, report=report, cut=outcome.cut)
-
-
-def read_request(request: Mapping[str, Any], format: Format) -> tuple[Outline, int | None]:
-    """The request's history as an outline, and the output tokens it asks for (`FormatSpec.read`)."""
-    parsed = spec(format).read(request)
-    return parsed.outline, parsed.max_output_tokens
 
 
 def max_output_tokens(request: Mapping[str, Any], format: Format) -> int | None:

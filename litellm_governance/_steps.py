@@ -1,11 +1,9 @@
 """The one vocabulary of what governance does, as data: every output names things from these tables.
 
-`STEPS` holds each step's name exactly as the report counts it (``report.steps``) and as every output
-shows it: the ``x-litellm-governance`` header and the log line (`GovernanceReport.summary`),
-``explain``'s table, ``--json`` and ``--html`` (where a message's *fate* is the name of the step that
-acted on it, or `KEPT`), and the metrics' labels. `STAGES` names the parts of the pipeline the token
-figures are measured over (``report.tokens_removed``, the ``step`` label of
-``litellm_governance_tokens_removed_total``); each step belongs to one.
+`STEPS` names each step as the report counts it (``report.steps``) and as every output shows it: the
+header and log line, ``explain`` (where a message's *fate* is the step that acted on it, or `KEPT`),
+the HTML page and the metrics. `STAGES` are the parts of the pipeline the token figures are measured
+over (``report.tokens_removed``); each step belongs to one.
 """
 
 from __future__ import annotations
@@ -132,11 +130,10 @@ STEPS: Final[tuple[Step, ...]] = (
 #: The fate of a message no step touched.
 KEPT: Final = "kept"
 #: Every fate a message can have in ``explain``: `KEPT`, or the name of the step that acted on it.
-FATES: Final[tuple[str, ...]] = (KEPT, *(s.name for s in STEPS if s.name != "compaction_skipped_for_cache"))
+FATES: Final[tuple[str, ...]] = (KEPT, *(s.name for s in STEPS if s.name != COMPACTION_SKIPPED_FOR_CACHE))
 
 _BY_NAME: Final[Mapping[str, Step]] = {s.name: s for s in STEPS}
-_STAGE_NAMES: Final = frozenset(s.name for s in STAGES)
-assert all(s.stage in _STAGE_NAMES for s in STEPS), "every step belongs to a stage"
+assert {s.stage for s in STEPS} <= {s.name for s in STAGES}, "every step belongs to a stage"
 
 
 def step(name: str) -> Step | None:
@@ -147,6 +144,4 @@ def step(name: str) -> Step | None:
 def describe(name: str) -> str:
     """What a step or stage of that name means ("" for a name this version does not know)."""
     found = _BY_NAME.get(name)
-    if found is not None:
-        return found.meaning
-    return next((s.meaning for s in STAGES if s.name == name), "")
+    return found.meaning if found is not None else next((s.meaning for s in STAGES if s.name == name), "")
