@@ -1,19 +1,11 @@
 """Codex's remote compaction at the gateway, on the way out: the answer to a summary request the
-gateway planned (`session_compaction.Plan`) becomes exactly one ``compaction`` output item, in the
-form the client asked for, and nothing else is counted as output.
-
-* Streamed (the proxy's streaming iterator hook, `streamed`): the events Codex accepts, in order —
-  ``response.created`` and ``response.in_progress`` at once, then, once the deployment's answer is
-  read to its end, ``response.output_item.added`` and ``.done`` with the item and
-  ``response.completed`` with ``output: [item]`` and the deployment's ``usage``. None of the
-  deployment's own events reach the client.
-* JSON (the proxy's success hook, `answered`): the response with ``output: [item]``.
-
-The item holds the model's summary (its ``<summary>`` block, if it wrote one), or the session's note
-in ``note`` mode — and whenever the answer fails, breaks off or is empty: a compaction answer never
-fails (Codex would exit). One INFO line per answer (mode, outcome, tokens before and after, seconds;
-never content), and the same figures in ``spend_logs_metadata.governance_compaction``.
-"""
+gateway planned (`session_compaction.Plan`) becomes exactly one ``compaction`` output item — streamed
+(`streamed`: ``response.created`` and ``.in_progress`` at once, then, once the deployment's answer is
+read to its end, ``response.output_item.added``, ``.done`` and ``response.completed``; none of the
+deployment's own events reach the client) or JSON (`answered`). The item holds the model's summary,
+or the session's note in ``note`` mode and whenever the answer fails, breaks off or is empty: a
+compaction answer never fails (Codex would exit). One INFO line per answer, and the same figures in
+``spend_logs_metadata.governance_compaction`` (never content)."""
 
 from __future__ import annotations
 
@@ -24,12 +16,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 from .._session_compaction import compaction_item, summary_of_answer, text_tokens
+from .failures import LogOnce, logger
 from .fields import call_id_of
-from .logonce import LogOnce
-from .reporting import logger
 from .session_compaction import NOTE_ANSWER, STEP, Plan, plan_of
-
-__all__ = ["REPORT_KEY", "answered", "streamed"]
 
 #: Where an answer's figures go in ``spend_logs_metadata`` (next to the pass's report).
 REPORT_KEY: Final = "governance_compaction"

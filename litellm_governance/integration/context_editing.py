@@ -1,36 +1,12 @@
-"""Anthropic's context editing and compaction, for deployments that do not have them.
+"""Anthropic's context editing and compaction, for deployments that do not have them (docs/formats.md).
 
-A ``/v1/messages`` request may ask Anthropic to edit its history server-side
-(``context_management.edits``: ``clear_tool_uses_20250919``, ``clear_thinking_20251015``,
-``compact_20260112``) and may carry ``compaction`` blocks the provider reads the history from; a
-``/v1/responses`` request may carry OpenAI ``compaction`` items. Where the deployment's provider
-has the feature it passes untouched. Where it does not, the gateway does it before the provider
-sees the request (`_context_editing`, `_compaction`), removes what it did from the request, and
-answers ``context_management.applied_edits`` as Anthropic does — in the JSON response (every
-LiteLLM path) and in the streamed ``message_delta`` event (the proxy).
-
-What each kind of deployment has (`native_features`; LiteLLM 1.108, read from its sources):
-
-* ``anthropic/``: everything.
-* Claude on Bedrock (InvokeModel, LiteLLM's ``/v1/messages`` path for ``bedrock/``): LiteLLM keeps
-  ``clear_tool_uses_20250919`` and ``compact_20260112`` (adding their betas) and drops
-  ``clear_thinking_20251015`` silently — for models that have context editing (Claude 4 and
-  later; older models refuse the field: "context_management: Extra inputs are not permitted").
-* Claude on Vertex AI and Azure AI: the field passes through; Claude 4 and later have it.
-* ``bedrock/claude_platform/``: LiteLLM drops the field.
-* Every other deployment — DeepSeek's Anthropic endpoint, and every route LiteLLM translates
-  (``/v1/messages`` to a chat provider or to OpenAI's Responses API): nothing. On the chat route
-  LiteLLM 1.108 has a polyfill of its own, run between the outer deployment hook and the inner
-  chat call (``adapters/handler.py``): ``clear_tool_uses`` with ``trigger`` and ``keep`` only
-  (``clear_at_least``, ``exclude_tools``, ``clear_tool_inputs`` ignored with a warning),
-  ``clear_thinking`` skipped, ``compact_20260112`` only with a summary model configured; it slices
-  client compaction blocks into a system-prompt prefix. The gateway runs first (the proxy's
-  pre-call hook, or the outer deployment hook) and removes every edit it applies and every
-  compaction block it replaces, so LiteLLM's polyfill sees only what is left (``compact_20260112``,
-  unknown types): no edit is applied twice.
-
-In the proxy's pre-call hook (before routing) the gateway applies only what none of the model
-group's deployments has; the deployment hook does the rest for the deployment LiteLLM chose.
+Where the deployment's provider has the feature the request passes untouched. Where it does not, the
+gateway does it before the provider sees the request (`_context_editing`, `_compaction`), removes
+what it did from the request — so LiteLLM 1.108's own polyfill on ``/v1/messages`` to chat, which runs
+after these hooks, applies nothing twice — and answers ``context_management.applied_edits`` as
+Anthropic does, in the JSON response and in the streamed ``message_delta`` event (the proxy). The
+pre-call hook applies only what none of the model group's deployments has; the deployment hook the
+rest.
 """
 
 from __future__ import annotations
@@ -57,21 +33,8 @@ from .._formats import FORMATS
 from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
+from .failures import LogOnce, logger
 from .fields import HISTORY, METADATA, call_id_of, holds_compaction
-from .logonce import LogOnce, where
-from .reporting import logger
-from .routing import proxy_deployments, translated_later
-
-__all__ = [
-    "APPLIED_KEY",
-    "COMPACT",
-    "REPORT_KEY",
-    "answered",
-    "group_deployments",
-    "native_features",
-    "prepare",
-    "streamed",
-]
 
 #: Anthropic's server-side compaction edit (LiteLLM polyfills it only with a summary model).
 COMPACT: Final = "compact_20260112"
@@ -92,29 +55,31 @@ _by_call_lock = threading.Lock()
 
 
 def native_features(target: Deployment, fmt: Format, translated: bool) -> frozenset[str]:
-    """What `target`'s provider does itself with a request in `fmt` (see the module docstring)."""
+    """What `target`'s provider does itself with a request in `fmt` (nothing on a route LiteLLM
+    translates)."""
     return frozenset() if translated else _NATIVE[fmt](target)
+
+
+def _messages_features(target: Deployment) -> frozenset[str]:
+    """LiteLLM 1.108, read from its sources: ``anthropic/`` has everything; Claude 4 and later on
+    Bedrock (InvokeModel) all but ``clear_thinking``, which LiteLLM drops silently (older models refuse
+    the field), on Vertex AI and Azure AI everything; ``bedrock/claude_platform/`` nothing (LiteLLM
+    drops the field); every other provider nothing."""
+    provider, bare = split_provider(target.model, target.provider)
+    model = f"{target.model} {bare}".lower()
+    if provider == "anthropic":
+        return _EVERYTHING
+    if provider == "bedrock" and "claude_platform/" not in model and _EDITING_MODELS.search(model):
+        return frozenset({CLEAR_TOOL_USES, COMPACT})
+    if (provider.startswith("vertex_ai") or provider == "azure_ai") and _EDITING_MODELS.search(model):
+        return _EVERYTHING
+    return frozenset()
 
 
 def _responses_features(target: Deployment) -> frozenset[str]:
     """OpenAI's and Azure's own Responses API compact; nothing else does."""
     provider, _ = split_provider(target.model, target.provider)
     return frozenset({COMPACT}) if provider in ("openai", "azure") else frozenset()
-
-
-def _messages_features(target: Deployment) -> frozenset[str]:
-    """What a deployment serving ``/v1/messages`` natively has (the module docstring's list)."""
-    provider, bare = split_provider(target.model, target.provider)
-    model = f"{target.model} {bare}".lower()
-    if provider == "anthropic":
-        return _EVERYTHING
-    if provider == "bedrock":
-        if "claude_platform/" in model or not _EDITING_MODELS.search(model):
-            return frozenset()
-        return frozenset({CLEAR_TOOL_USES, COMPACT})
-    if provider.startswith("vertex_ai") or provider == "azure_ai":
-        return _EVERYTHING if _EDITING_MODELS.search(model) else frozenset()
-    return frozenset()
 
 
 #: What a deployment does itself, per request format (chat has nothing to edit or compact).
@@ -125,21 +90,6 @@ _NATIVE: Final[Mapping[Format, Callable[[Deployment], frozenset[str]]]] = {
 }
 
 
-def group_deployments(group: object, fmt: Format) -> list[tuple[Deployment, bool]]:
-    """The proxy model group's deployments, each with whether LiteLLM translates `fmt` for it."""
-    found = []
-    for entry in proxy_deployments(group) if isinstance(group, str) else ():
-        params = entry.get("litellm_params")
-        if not isinstance(params, Mapping) or not isinstance(params.get("model"), str):
-            continue
-        provider = params.get("custom_llm_provider")
-        info = entry.get("model_info")
-        kwargs = {"model": params["model"], "custom_llm_provider": provider, "model_info": info}
-        target = Deployment(params["model"], provider if isinstance(provider, str) else None, info)
-        found.append((target, translated_later(fmt, kwargs)))
-    return found
-
-
 def prepare(
     request: dict[str, Any],
     fmt: Format,
@@ -147,8 +97,7 @@ def prepare(
 ) -> dict[str, Any] | None:
     """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
     context edits, replace compaction blocks or items. The changed request (a copy), or None."""
-    history_key = HISTORY[fmt]
-    history = request.get(history_key)
+    history = request.get(HISTORY[fmt])
     if not isinstance(history, list):
         return None
     edits = requested_edits(request.get("context_management")) if FORMATS[fmt].context_edits else []
@@ -156,66 +105,52 @@ def prepare(
         return None  # the common case, decided without asking LiteLLM anything
     try:
         deployments = list(targets())
-        if not deployments:
-            return None
         missing = set(_EVERYTHING)
         for target, translated in deployments:
             missing &= _EVERYTHING - native_features(target, fmt, translated)
-        if not edits and COMPACT not in missing:
+        if not deployments or (not edits and COMPACT not in missing):
             return None  # every target compacts itself
-        return _prepare(request, fmt, history_key, frozenset(missing), deployments[0][0])
+        return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0])
     except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
         _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except Exception as exc:  # noqa: BLE001 - fail open: the request goes on as it came
-        _failures.log(
-            (type(exc).__name__, where(exc)),
-            logging.WARNING,
-            "context editing skipped (%s at %s); request sent unchanged",
-            type(exc).__name__,
-            where(exc),
-        )
+        _failures.failure(exc, "context editing skipped (%s at %s); request sent unchanged")
     return None
 
 
 def _prepare(
-    request: dict[str, Any], fmt: Format, history_key: str, missing: frozenset[str], target: Deployment
+    request: dict[str, Any], fmt: Format, edits: list[Mapping[str, Any]], missing: frozenset[str], target: Deployment
 ) -> dict[str, Any] | None:
-    history = request[history_key]
+    key = HISTORY[fmt]
     changed: dict[str, Any] = {}
     applied: tuple[dict[str, Any], ...] = ()
-    if COMPACT in missing:
-        place = FORMATS[fmt].compaction
-        replaced = without_compaction(history, place) if place is not None else None
-        if replaced is not None:
-            history = changed[history_key] = replaced
+    place = FORMATS[fmt].compaction
+    replaced = without_compaction(request[key], place) if COMPACT in missing and place is not None else None
+    if replaced is not None:
+        changed[key] = replaced
     spec = request.get("context_management")
     types = APPLIED_HERE & missing
-    asked = requested_edits(spec) if FORMATS[fmt].context_edits else []
-    if isinstance(spec, Mapping) and any(e.get("type") in types for e in asked):
+    if isinstance(spec, Mapping) and any(e.get("type") in types for e in edits):
         count = prompt_counter(
             target.model,
             system=request.get("system"),
             tools=request.get("tools"),
             token_ratio=PROFILES["anthropic"].token_ratio,  # the edits' thresholds are Anthropic's tokens
         )
+        history = changed.get(key, request[key])
         outcome = apply_context_edits(history, spec, count=count, thinking=request.get("thinking"), types=types)
-        changed[history_key] = outcome.messages
-        changed["context_management"] = outcome.remaining
+        changed[key] = outcome.messages
+        changed["context_management"] = outcome.remaining  # None: nothing left in it, the field goes
         applied = outcome.applied_edits
     if not changed:
         return None
-    dropped = {k for k, v in changed.items() if v is None}  # context_management with nothing left in it
-    updated = {k: v for k, v in request.items() if k not in dropped}
-    updated.update({k: v for k, v in changed.items() if v is not None})
+    updated = {k: v for k, v in {**request, **changed}.items() if v is not None or k not in changed}
     if applied:
         _remember(updated, fmt, applied)
-        logger.info(
-            "context editing for %s: %s",
-            target.model,
-            "; ".join(f"{e['type']} {_cleared(e)}" for e in applied),
-        )
+        cleared = "; ".join(f"{e['type']} {_cleared(e)}" for e in applied)
+        logger.info("context editing for %s: %s", target.model, cleared)
     return updated
 
 
@@ -228,15 +163,13 @@ def _cleared(edit: Mapping[str, Any]) -> str:
 def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any], ...]) -> None:
     """Keep the applied edits where the answer hooks find them, and in the logging payload."""
     key = METADATA[fmt]
-    metadata = request.get(key)
-    if not isinstance(metadata, dict):
-        metadata = request[key] = {}
-    every = (*metadata.get(APPLIED_KEY, ()), *applied)
-    metadata[APPLIED_KEY] = every
-    spend = metadata.get("spend_logs_metadata")
-    if not isinstance(spend, dict):
-        spend = metadata["spend_logs_metadata"] = {}
-    spend[REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
+    if not isinstance(request.get(key), dict):
+        request[key] = {}
+    metadata = request[key]
+    every = metadata[APPLIED_KEY] = (*metadata.get(APPLIED_KEY, ()), *applied)
+    if not isinstance(metadata.get("spend_logs_metadata"), dict):
+        metadata["spend_logs_metadata"] = {}
+    metadata["spend_logs_metadata"][REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
     call_id = call_id_of(request)
     if call_id is not None:
         with _by_call_lock:

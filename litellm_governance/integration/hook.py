@@ -1,5 +1,6 @@
 """`GovernanceHook`, the LiteLLM callback: each LiteLLM hook method hands its work to the module that
-owns it (`passes` governs, `learning` calibrates, `reporting` answers the header hook)."""
+owns it (`passes` governs, `learning` calibrates, `metrics` counts). And `completion`, the synchronous
+drop-in (synchronous ``litellm.completion`` runs no hook that can change the messages)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,15 @@ from litellm.integrations.custom_logger import CustomLogger
 from .._config import GovernanceConfig
 from .._errors import ConfigError
 from .._models import Deployment, import_litellm
-from .._request import Format
+from .._request import Format, govern_request
 from . import compaction_answers, context_editing, session_compaction
 from .failures import Failures
-from .fields import SETTINGS_KEY, format_of
+from .fields import SETTINGS_KEY, format_of, header
 from .learning import Learning, usage_of, usage_of_log_event
 from .metrics import metrics
-from .passes import Helpers, Stage, run_pass
-from .reporting import header
-from .routing import deployment_target, group_target, translated_later
+from .passes import Helpers, Stage, log_report, run_pass
+from .routing import deployment_target, group_deployments, group_target, translated_later
 from .summaries import Summaries
-
-__all__ = ["GovernanceHook"]
 
 
 class GovernanceHook(CustomLogger):
@@ -78,7 +76,7 @@ class GovernanceHook(CustomLogger):
             return None
         group = data.get("model")
         prepared = session_compaction.before_routing(data, fmt, lambda: self.config)
-        deployments = context_editing.group_deployments(group, fmt)
+        deployments = group_deployments(group, fmt)
         translated = any(later for _, later in deployments)
         governed = await self._edit_then_govern(
             data if prepared is None else prepared,
@@ -173,11 +171,9 @@ class GovernanceHook(CustomLogger):
         """Proxy: a short header saying what governance did."""
         return header(data)
 
-    # ---- calibration: learning from the provider's answers ---------------------------------------
-    # The deployment-level hooks fire inline, with the request as sent (LiteLLM 1.100 and later for
-    # failures); the log events fire once per client request, after the answer, and are what
-    # streaming responses and older LiteLLM versions leave. Whichever sees a request's answer first
-    # learns from it: the estimate of what was sent is taken from the in-flight table once.
+    # ---- calibration: the deployment hooks fire inline, with the request as sent (failures: LiteLLM
+    # 1.100 and later); the log events once per client request, after the answer (streaming too).
+    # Whichever sees an answer first learns from it: the estimate of what was sent is taken once.
 
     async def async_post_call_success_deployment_hook(
         self, request_data: dict[str, Any], response: Any, call_type: Any
@@ -211,5 +207,19 @@ class GovernanceHook(CustomLogger):
 
     def reset_calibration(self) -> None:
         """Forget what this process learned: the token ratios (the shared cache keeps its keys: see
-        `calibration_store.CALIBRATION_KEY_PREFIX`)."""
-        self._learning.reset()
+        `learning.CALIBRATION_KEY_PREFIX`)."""
+        self._learning.store.reset()
+
+
+def completion(*, config: GovernanceConfig | None = None, **kwargs: Any) -> Any:
+    """``litellm.completion`` with the request governed first. Without `config`, the options of the
+    first `GovernanceHook` in ``litellm.callbacks`` apply (as they do to the async calls), else the
+    defaults."""
+    litellm = import_litellm()
+    hooks = [c for c in getattr(litellm, "callbacks", None) or () if isinstance(c, GovernanceHook)]
+    chosen = config if config is not None else hooks[0].config if hooks else None
+    if chosen is not None and not chosen.enabled:
+        return litellm.completion(**kwargs)
+    governed = govern_request(kwargs, format="chat", config=chosen)
+    log_report(governed.report, "sync")
+    return litellm.completion(**governed.request)

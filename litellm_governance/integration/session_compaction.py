@@ -1,30 +1,21 @@
-"""Codex's remote compaction at the gateway, on the way in: which requests the gateway answers, the
-summary request they become, and the gateway's compaction items read back (`_session_compaction`
-says what each of those is; `compaction_answers` writes the answer).
+"""Codex's remote compaction at the gateway, on the way in (docs/codex-compaction.md; the pure part is
+`_session_compaction`, the answer `compaction_answers`).
 
-* `before_routing` (the proxy's pre-call hook, before routing and before LiteLLM translates
-  anything): the gateway's own compaction items in a ``/v1/responses`` ``input`` become messages
-  holding their summaries, whatever the deployment (OpenAI's too: it cannot read them, and a session
-  may change deployment). A request whose last item is ``compaction_trigger``, for a model group
-  with a deployment that has no compaction of its own (every deployment but OpenAI's and Azure's
-  own Responses API: `context_editing.native_features`), becomes a summary request, routed, governed
-  and paid for like any other, with a `Plan` in its LiteLLM metadata for the answer hooks. Groups
-  whose every deployment compacts natively get the request as it came, OpenAI's items byte for byte.
-* `at_deployment` (after routing; the SDK's only hook): the same read-back, and, in ``note`` mode,
-  the note as LiteLLM's own ``mock_response`` on the call it makes for a deployment without a
-  Responses API of its own, so no model is asked.
-* `refuse_websocket`: LiteLLM 1.108 serves the Responses API over a WebSocket too (``GET
-  /v1/responses``), where no callback sees or changes what is streamed back; Codex, configured with
-  ``openai_base_url``, tries it first. For a Codex session that announces remote compaction, on a
-  group the gateway answers for, the session is refused; Codex retries a few times (about 3 s) and
-  then uses HTTP for the whole session.
-* `reported`: the pass's report says ``compacted_session`` (`_steps`).
+* `before_routing` (the proxy's pre-call hook): the gateway's own compaction items in a Responses
+  ``input`` become messages holding their summaries, whatever the deployment; a request whose last
+  item is ``compaction_trigger``, for a model group with a deployment without compaction of its own,
+  becomes a summary request with a `Plan` in its LiteLLM metadata for the answer hooks.
+* `at_deployment` (after routing; the SDK's only hook): the same read-back, and in ``note`` mode the
+  note as LiteLLM's own ``mock_response``, so no model is asked.
+* `refuse_websocket`: LiteLLM 1.108 also serves the Responses API over a WebSocket, where no callback
+  sees the answer; a Codex session announcing remote compaction on a group the gateway answers for is
+  refused, and Codex falls back to HTTP (after about 3 s).
+* `reported`: the pass's report says ``compacted_session``.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,28 +26,11 @@ from .._models import Deployment
 from .._report import GovernanceReport
 from .._request import Format
 from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
-from .context_editing import COMPACT, group_deployments, native_features
-from .fields import METADATA, metadata_key
-from .logonce import LogOnce
+from .context_editing import COMPACT, native_features
+from .failures import LogOnce, logger
+from .fields import METADATA, metadata_key, record, report_slot
 from .passes import STATE_KEY, PassState
-from .reporting import logger, record, report_slot
-from .routing import deployment_target, translated_later
-
-__all__ = [
-    "FALLBACK",
-    "NOTE_ANSWER",
-    "NOTE_FALLBACK",
-    "PLAN_KEY",
-    "STEP",
-    "Plan",
-    "WebSocketRefused",
-    "at_deployment",
-    "before_routing",
-    "needs_gateway",
-    "plan_of",
-    "refuse_websocket",
-    "reported",
-]
+from .routing import deployment_target, group_deployments, proxy_router, translated_later
 
 #: Key of the `Plan` in the request's LiteLLM metadata.
 PLAN_KEY: Final = "_governance_compaction"
@@ -209,8 +183,7 @@ def _with_note_fallback(client: object, group: str) -> list[Any]:
     if isinstance(client, list):
         base = list(client)
     else:
-        server = sys.modules.get("litellm.proxy.proxy_server")  # the proxy's router, where there is one
-        configured = getattr(getattr(server, "llm_router", None), "fallbacks", None)
+        configured = getattr(proxy_router(), "fallbacks", None)
         base = list(configured) if isinstance(configured, list) else []
     entries = [e for e in base if isinstance(e, Mapping) and len(e) == 1]
     own = next((e[group] for e in entries if group in e), None)

@@ -1,24 +1,13 @@
 """Summaries of cut turns written by a model (``summary_model``), off the request path.
 
-When a cut removes turns, the request carries the deterministic note for them (`_trace`). With
-``summary_model`` set — a model group of the same proxy (or Router), or a model string in the SDK —
-the plugin also asks that model, in the background, for a summary of the cut turns. No request
-waits for it: the note is used until the summary is ready, the summary from then on for as long as
-the cut point stays where it is (so the prompt cache holds), and a new cut point gets a new summary.
-Summaries are kept per process and shared through the proxy's Redis like calibration
-(`calibration_store.shared_cache`), under `SUMMARY_KEY_PREFIX`, for `SUMMARY_TTL` seconds. A
-failure changes nothing but a warning (once).
-
-A summary holds what the model saw, so it is found only by the same cut turns in the same scope: its
-key is a SHA-256 digest of the cut messages exactly as sent (`_cut_turns.CutTurns.key`) within a
-scope (`summary_scope`) that digests the summary model, the prompt's version, the deployment the
-request goes to and the tenant — the caller's LiteLLM team, or key, or nobody
-(``summary_sharing``). A summary request is attributed to the caller that caused it: the
-``user_api_key*`` fields of the caller's LiteLLM metadata go with it, so LiteLLM's spend tracking
-charges the caller's key and team (its budgets are checked on the caller's own requests only).
-
-Only requests governed with ``cache_stable`` get summaries: there a cut point lasts many turns;
-with the literal rules it moves on every turn, and a summary would never be used.
+With ``summary_model`` set, the plugin asks that model in the background for a summary of the turns
+a cut removed; no request waits for it: the deterministic note (`_trace`) is used until the summary
+is ready, the summary from then on while the cut point stays (so the prompt cache holds). Only
+``cache_stable`` requests get summaries: elsewhere the cut point moves every turn. Summaries are kept
+per process and shared through the proxy's Redis, under `SUMMARY_KEY_PREFIX`. A summary holds what
+the model saw, so it is found only by the same cut turns (`CutTurns.key`) in the same scope
+(`summary_scope`: summary model, prompt, deployment, tenant), and its request is charged to the caller
+that caused it (`attribution`). A failure changes nothing but a warning (once).
 """
 
 from __future__ import annotations
@@ -27,21 +16,16 @@ import asyncio
 import hashlib
 import json
 import logging
-import sys
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 from .._cut_turns import CutTurns, transcript
-from .calibration_store import shared_cache
-from .logonce import LogOnce, where
-
-__all__ = ["SUMMARY_KEY_PREFIX", "SUMMARY_MARKER", "SUMMARY_PROMPT", "Summaries", "attribution", "summary_scope"]
-
-logger = logging.getLogger("litellm_governance")
+from .failures import LogOnce, logger, where
+from .routing import proxy_router, shared_cache
 
 #: Key of a cut point's summary in the proxy's shared cache, followed by a digest of its scope and
-#: `CutTurns.key` (`_shared_key`). (v1 keyed summaries by the cut turns' note lines: never read.)
+#: `CutTurns.key` (`_shared_key`).
 SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v2:"
 #: Seconds a summary lives in the shared cache.
 SUMMARY_TTL: Final = 7 * 24 * 3600
@@ -187,7 +171,7 @@ async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, 
         "max_tokens": max_tokens,
         "metadata": {**caller, SUMMARY_MARKER: True},
     }
-    router = _proxy_router()
+    router = proxy_router()
     if router is not None and model in (getattr(router, "model_names", None) or ()):
         response = await asyncio.wait_for(router.acompletion(**kwargs), _REQUEST_TIMEOUT)
     else:
@@ -207,11 +191,6 @@ def _what_to_summarize(cut: CutTurns) -> str:
     if not cut.previous:
         return turns
     return f"Summary of the earlier turns:\n{cut.previous}\n\nThe turns after them:\n{turns}"
-
-
-def _proxy_router() -> Any:
-    server = sys.modules.get("litellm.proxy.proxy_server")
-    return getattr(server, "llm_router", None) if server is not None else None
 
 
 async def _read(cache: Any, key: str) -> object:
