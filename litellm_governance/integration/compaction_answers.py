@@ -111,27 +111,16 @@ def _summary(plan: Plan, reading: _Reading | None, error: BaseException | None) 
 
 def _done(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
     """The answer's log line and figures (never content). Fails open."""
-    try:
-        _log(request, plan, summary, outcome)
-    except Exception as exc:  # noqa: BLE001 - the figures are not worth failing the answer for
-        _once.failure(exc, "compaction answer not logged (%s at %s)")
-
-
-def _log(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
-    seconds = time.perf_counter() - plan.started
-    after = text_tokens(summary, plan.model)
-    model, before = request.get("model"), plan.tokens_before
-    logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
-    metadata = request.get("litellm_metadata")
-    spend = metadata.setdefault("spend_logs_metadata", {}) if isinstance(metadata, dict) else None
-    if isinstance(spend, dict):
-        spend[REPORT_KEY] = {
-            "mode": plan.mode,
-            "outcome": outcome,
-            "tokens_before": plan.tokens_before,
-            "tokens_after": after,
-            "seconds": round(seconds, 3),
-        }
+    with _once.guard("compaction answer not logged (%s at %s)"):
+        seconds = time.perf_counter() - plan.started
+        after = text_tokens(summary, plan.model)
+        model, before = request.get("model"), plan.tokens_before
+        logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
+        metadata = request.get("litellm_metadata")
+        spend = metadata.setdefault("spend_logs_metadata", {}) if isinstance(metadata, dict) else None
+        if isinstance(spend, dict):
+            figures = {"mode": plan.mode, "outcome": outcome, "tokens_before": before, "tokens_after": after}
+            spend[REPORT_KEY] = {**figures, "seconds": round(seconds, 3)}
 
 
 async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -103,20 +103,17 @@ def prepare(
     edits = requested_edits(request.get("context_management")) if FORMATS[fmt].context_edits else []
     if not edits and not holds_compaction(history, fmt):
         return None  # the common case, decided without asking LiteLLM anything
-    try:
-        deployments = list(targets())
-        missing = set(_EVERYTHING)
-        for target, translated in deployments:
-            missing &= _EVERYTHING - native_features(target, fmt, translated)
-        if not deployments or (not edits and COMPACT not in missing):
-            return None  # every target compacts itself
-        return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0])
-    except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
-        _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open: the request goes on as it came
-        _failures.failure(exc, "context editing skipped (%s at %s); request sent unchanged")
+    with _failures.guard("context editing skipped (%s at %s); request sent unchanged"):
+        try:
+            deployments = list(targets())
+            missing = set(_EVERYTHING)
+            for target, translated in deployments:
+                missing &= _EVERYTHING - native_features(target, fmt, translated)
+            if not deployments or (not edits and COMPACT not in missing):
+                return None  # every target compacts itself
+            return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0])
+        except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
+            _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
     return None
 
 

@@ -4,11 +4,12 @@ set ``fail_closed``, reject it with a 400. Logged: types, code locations and fig
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,6 +71,14 @@ class LogOnce:
         (which may quote a request): `msg` has two ``%s``, for them."""
         location = where(exc)
         self.log((type(exc).__name__, location), logging.WARNING, msg, type(exc).__name__, location)
+
+    @contextlib.contextmanager
+    def guard(self, msg: str) -> Iterator[None]:
+        """Fail open: an exception in the block is logged as a `failure` and goes no further."""
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - fail open is the contract
+            self.failure(exc, msg)
 
 
 def where(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ from .._request import Format, max_output_tokens
 from .failures import LogOnce, logger
 from .fields import HISTORY, call_id_of
 from .metrics import deployment_label, metrics
-from .routing import known_window, shared_cache
+from .routing import known_window, shared_cache, shared_get, shared_set
 
 #: Key of a deployment's learned ratio in the proxy's shared cache (Redis), followed by its calibration
 #: key. Delete ``litellm_governance:calibration:*`` to make every instance start over; a changed
@@ -35,13 +35,12 @@ _CALIBRATION_TTL: Final = 7 * 24 * 3600
 _CALIBRATION_REFRESH: Final = 1.0
 # Seconds between two writes of one deployment's ratio by one process (news in between is batched).
 _CALIBRATION_WRITE_INTERVAL: Final = 1.0
-# Seconds one shared-cache read or write may take; past that the process goes on with what it has.
-_CALIBRATION_TIMEOUT: Final = 0.25
 # Requests between governance and the provider's answer, deployments, and events kept for the shared
 # cache while it cannot be reached.
 _CALIBRATION_IN_FLIGHT: Final = 10_000
 _CALIBRATION_DEPLOYMENTS: Final = 4096
 _CALIBRATION_PENDING: Final = 256
+_SKIPPED: Final = "calibration skipped (%s at %s): budgets use the profile's ratio"
 
 
 @dataclass(frozen=True)
@@ -96,13 +95,9 @@ class Learning:
         ``cache_stable`` budget (`Calibration.ratio_for`)."""
         held = config.stable_for(known_window(config, target))
         key = _calibration.deployment_key(target.model_info, target.model, request.get("api_base"))
-        try:
+        learned = None
+        with self._failures.guard(_SKIPPED):
             learned = await self.store.lookup(key)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - calibration never breaks a request
-            self._failed(exc)
-            return Ratio(key)
         if learned is None or (value := learned.ratio_for(held=held)) is None:
             return Ratio(key)
         return Ratio(key, value, learned.source)
@@ -131,24 +126,20 @@ class Learning:
     def learn_success(self, data: Mapping[str, Any], usage: object) -> None:
         """A deployment answered: learn its ratio from the prompt tokens it reported (a streamed
         answer's usage comes with the log event)."""
-        try:
+        with self._failures.guard(_SKIPPED):
             call_id = call_id_of(data)
             reported = _calibration.prompt_tokens_of(usage)
             sent = self.store.take(call_id) if call_id is not None and reported is not None else None
             ratio = _calibration.sample_ratio(reported, sent.estimated) if sent is not None else None
             if sent is not None and ratio is not None:
                 self.store.learn(sent.key, Sample(ratio))
-        except Exception as exc:  # noqa: BLE001 - learning never breaks a request
-            self._failed(exc)
 
     def learn_failure(self, data: Mapping[str, Any], exception: BaseException) -> None:
         """A deployment rejected the request: a context-length error tightens its ratio at once."""
-        try:
-            call_id = call_id_of(data)
-            if call_id is not None:
+        call_id = call_id_of(data)
+        if call_id is not None:
+            with self._failures.guard(_SKIPPED):
                 self._rejected(data, call_id, exception)
-        except Exception as exc:  # noqa: BLE001 - learning never breaks a request
-            self._failed(exc)
 
     def _rejected(self, data: Mapping[str, Any], call_id: str, exception: BaseException) -> None:
         error = _calibration.parse_context_error(str(exception))
@@ -184,9 +175,6 @@ class Learning:
             f"{state.ratio:.3f}" if state.ratio is not None else "static",
         )
 
-    def _failed(self, exc: BaseException) -> None:
-        self._failures.failure(exc, "calibration skipped (%s at %s): budgets use the profile's ratio")
-
 
 @dataclass
 class _Learned:
@@ -204,7 +192,7 @@ class CalibrationStore:
     Each process budgets with its own copy of every deployment's `Calibration`. Where the proxy has a
     shared cache (`shared_cache`), the copy is re-read in the background every `_CALIBRATION_REFRESH`
     seconds (a deployment's first use in a process waits for that read, at most
-    `_CALIBRATION_TIMEOUT`), and what the process learns is merged into the shared value (read, apply
+    `routing.SHARED_TIMEOUT`), and what the process learns is merged into the shared value (read, apply
     its events, write) at most every `_CALIBRATION_WRITE_INTERVAL` seconds. No failure of the shared
     cache reaches a request: the process goes on with what it knows. One read or write per key at a
     time: the caller marks the key busy, the work unmarks it.
@@ -322,27 +310,15 @@ class CalibrationStore:
     async def _read(self, cache: Any, key: str) -> tuple[bool, object]:
         """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
         try:
-            value = await asyncio.wait_for(cache.async_get_cache(CALIBRATION_KEY_PREFIX + key), _CALIBRATION_TIMEOUT)
-            # LiteLLM's RedisCache answers None both for a missing key and when Redis failed (it logs
-            # and swallows the error): only a live Redis makes "missing" true.
-            ping = getattr(cache, "ping", None) if value is None else None
-            if ping is not None and not await asyncio.wait_for(ping(), _CALIBRATION_TIMEOUT):
-                raise ConnectionError("ping failed")
-        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - the shared cache never fails a request
+            return True, await shared_get(cache, CALIBRATION_KEY_PREFIX + key)
+        except Exception as exc:  # noqa: BLE001 - the shared cache never fails a request
             self._shared_failed("read", exc)
             return False, None
-        return True, value
 
     async def _write(self, cache: Any, key: str, value: dict[str, object]) -> bool:
         try:
-            await asyncio.wait_for(
-                cache.async_set_cache(CALIBRATION_KEY_PREFIX + key, value, ttl=_CALIBRATION_TTL), _CALIBRATION_TIMEOUT
-            )
-        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - the shared cache never fails a request
+            await shared_set(cache, CALIBRATION_KEY_PREFIX + key, value, _CALIBRATION_TTL)
+        except Exception as exc:  # noqa: BLE001 - the shared cache never fails a request
             self._shared_failed("write", exc)
             return False
         return True

@@ -6,12 +6,11 @@ never users, keys or content; at most `MAX_LABEL_VALUES` values per label (later
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,6 +33,7 @@ MAX_LABEL_CHARS: Final = 100
 _MULTIPROC_ENV: Final = ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir")
 # Client requests remembered as counted (by LiteLLM's trace id), and rejections (by call id).
 _SEEN: Final = 10_000
+_SKIPPED: Final = "metrics skipped (%s at %s): the request is not affected"
 
 
 @dataclass(frozen=True)
@@ -196,13 +196,13 @@ class Metrics:
     def logged(self, kwargs: Mapping[str, Any], config_of: Callable[[], GovernanceConfig]) -> None:
         """A request was logged (success or failure): count it once, with its final report."""
         if self.available:
-            with self._safely():
+            with self._failures.guard(_SKIPPED):
                 self._logged(kwargs, config_of)
 
     def governed_pass(self, fmt: str, seconds: float, deployment: str | None, ratio: float | None) -> None:
         """A pass governed a request (or failed to) in `seconds`, for `deployment` at `ratio`."""
         if self.available:
-            with self._safely():
+            with self._failures.guard(_SKIPPED):
                 self._latency.labels(fmt).observe(seconds)
                 if deployment is not None and ratio is not None:
                     self._ratio.labels(self._labels("deployment", deployment)).set(ratio)
@@ -210,7 +210,7 @@ class Metrics:
     def context_rejection(self, call_id: str | None, deployment: str) -> None:
         """A provider rejected a request for its length (counted once per call, whichever hook saw it)."""
         if self.available and (call_id is None or self._rejections_seen.first(call_id)):
-            with self._safely():
+            with self._failures.guard(_SKIPPED):
                 self._rejections.labels(self._labels("deployment", deployment)).inc()
 
     def _logged(self, kwargs: Mapping[str, Any], config_of: Callable[[], GovernanceConfig]) -> None:
@@ -235,13 +235,6 @@ class Metrics:
             self._over_budget.labels(group).inc()
         if isinstance(entry.get("max_output_lowered_from"), int):
             self._lowered.labels(group).inc()
-
-    @contextlib.contextmanager
-    def _safely(self) -> Iterator[None]:
-        try:
-            yield
-        except Exception as exc:  # noqa: BLE001 - metrics never break a request
-            self._failures.failure(exc, "metrics skipped (%s at %s): the request is not affected")
 
 
 def _entry(payload: Mapping[str, Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:

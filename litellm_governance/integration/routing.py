@@ -4,16 +4,20 @@ proxy's router and its shared Redis cache. It reads LiteLLM's proxy objects, nev
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .._config import GovernanceConfig
 from .._errors import InvalidRequestError
 from .._formats import FORMATS
 from .._models import Deployment, import_litellm, quiet, resolve_model, widest_deployment
 from .._request import Format
+
+#: Seconds one shared-cache read or write may take; past that the process goes on with what it has.
+SHARED_TIMEOUT: Final = 0.25
 
 
 def model_info_of(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -138,3 +142,18 @@ def _router_cache(router: object) -> object:
         return store if store is not None else getattr(router, "cache", None)
     except Exception:  # noqa: BLE001 - another LiteLLM's Router: no shared cache then
         return None
+
+
+async def shared_get(cache: Any, key: str) -> object:
+    """The shared cache's value at `key` (None: none), or an exception. LiteLLM's RedisCache answers
+    None both for a missing key and when Redis failed (it logs and swallows the error): only a live
+    Redis (a ping) makes "missing" true."""
+    value = await asyncio.wait_for(cache.async_get_cache(key), SHARED_TIMEOUT)
+    ping = getattr(cache, "ping", None) if value is None else None
+    if ping is not None and not await asyncio.wait_for(ping(), SHARED_TIMEOUT):
+        raise ConnectionError("ping failed")
+    return value
+
+
+async def shared_set(cache: Any, key: str, value: object, ttl: int) -> None:
+    await asyncio.wait_for(cache.async_set_cache(key, value, ttl=ttl), SHARED_TIMEOUT)

@@ -106,14 +106,10 @@ def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
     model group the gateway answers compaction requests for: only over HTTP can it answer them."""
     if getattr(call_type, "value", call_type) != WEBSOCKET_CALL:
         return
-    group = data.get("model")
-    try:
-        if not _announces_remote_compaction(data) or not needs_gateway(_targets(group)):
-            return
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open: the session goes on
-        _once.failure(exc, "Responses WebSocket session let through (%s at %s)")
+    group, refuse = data.get("model"), False
+    with _once.guard("Responses WebSocket session let through (%s at %s)"):
+        refuse = _announces_remote_compaction(data) and needs_gateway(_targets(group))
+    if not refuse:
         return
     _once.log(
         ("websocket", group),
@@ -139,23 +135,18 @@ def _announces_remote_compaction(data: Mapping[str, Any]) -> bool:
 
 def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], GovernanceConfig]) -> dict[str, Any] | None:
     """The request with the gateway's compaction items read back, and a compaction request for a
-    group the gateway answers for turned into a summary request (a new dict; None: unchanged). Looking
-    for the items is a check of each item's ``type`` (about 12 µs for 400 items). Fails open."""
+    group the gateway answers for turned into a summary request (a new dict; None: unchanged). Fails
+    open."""
     if fmt != "responses" or not isinstance(data.get("input"), list):
         return None
-    try:
+    with _once.guard("compaction request left as sent (%s at %s)"):
         replaced = read_back(data["input"])
         request = data if replaced is None else {**data, "input": replaced}
-        if is_trigger_request(request):
-            targets = _targets(data.get("model"))
-            if needs_gateway(targets):
-                return _planned(request, config(), targets[0][0])
+        targets = _targets(data.get("model")) if is_trigger_request(request) else []
+        if needs_gateway(targets):
+            return _planned(request, config(), targets[0][0])
         return request if replaced is not None else None
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open: the request goes on as it came
-        _once.failure(exc, "compaction request left as sent (%s at %s)")
-        return None
+    return None
 
 
 def _planned(request: Mapping[str, Any], config: GovernanceConfig, target: Deployment) -> dict[str, Any]:
@@ -167,10 +158,9 @@ def _planned(request: Mapping[str, Any], config: GovernanceConfig, target: Deplo
         out["model"] = config.summary_model
     if not note_mode and isinstance(out.get("model"), str):
         out["fallbacks"] = _with_note_fallback(request.get("fallbacks"), out["model"])
-    key = METADATA["responses"]
-    metadata = out.get(key)
+    metadata = out.get(METADATA["responses"])
     if not isinstance(metadata, dict):
-        metadata = out[key] = {}
+        metadata = out[METADATA["responses"]] = {}
     metadata[PLAN_KEY] = Plan(config.compaction, session.note, session.tokens, target.model, time.perf_counter())
     return out
 
@@ -201,7 +191,7 @@ def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
     (the SDK), and in ``note`` mode the call LiteLLM makes for a deployment without a Responses API
     of its own answered by LiteLLM's ``mock_response`` (the note) instead of the model. A new dict,
     or None: unchanged."""
-    try:
+    with _once.guard("compaction read-back skipped (%s at %s)"):
         plan = plan_of(kwargs)
         if plan is not None and plan.mode != "model" and fmt == "chat":
             return {**kwargs, "mock_response": NOTE_ANSWER}
@@ -216,10 +206,6 @@ def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
         if replaced is not None:
             out = {**(out or kwargs), "input": replaced}
         return out
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open
-        _once.failure(exc, "compaction read-back skipped (%s at %s)")
     return None
 
 
@@ -255,14 +241,9 @@ def reported(request: dict[str, Any] | None, fmt: Format) -> None:
     """Say ``compacted_session`` in the report of a summary request the gateway answers (the pass's
     report, and the one the proxy's next pass builds on). Fails open."""
     plan = plan_of(request)
-    if plan is None or request is None:
-        return
-    try:
-        _report(request, fmt, plan)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the report is not worth failing the request for
-        _once.failure(exc, "compacted_session not reported (%s at %s)")
+    if plan is not None and request is not None:
+        with _once.guard("compacted_session not reported (%s at %s)"):
+            _report(request, fmt, plan)
 
 
 def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:

@@ -13,6 +13,7 @@ that caused it (`attribution`). A failure changes nothing but a warning (once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -22,7 +23,7 @@ from typing import Any, Final
 
 from .._cut_turns import CutTurns, transcript
 from .failures import LogOnce, logger, where
-from .routing import proxy_router, shared_cache
+from .routing import proxy_router, shared_cache, shared_get, shared_set
 
 #: Key of a cut point's summary in the proxy's shared cache, followed by a digest of its scope and
 #: `CutTurns.key` (`_shared_key`).
@@ -34,8 +35,7 @@ SUMMARY_MARKER: Final = "_governance_summary"
 #: Summaries a process keeps, and summary requests in flight at once (more are not started).
 _KEPT: Final = 1024
 _IN_FLIGHT: Final = 2
-#: Seconds one shared-cache read or write may take, and one summary request.
-_CACHE_TIMEOUT: Final = 0.25
+#: Seconds one summary request may take.
 _REQUEST_TIMEOUT: Final = 120.0
 SUMMARY_PROMPT: Final = (
     "Earlier turns of an AI agent's session had to be cut from its context window. Summarize them for "
@@ -132,18 +132,19 @@ class Summaries:
         try:
             shared = shared_cache()
             key = _shared_key(scope, cut.key)
+            cached = None
             if shared is not None:
-                cached = await _read(shared, key)
-                if isinstance(cached, str) and cached.strip():
-                    self._keep(scope, cut.key, cached)
-                    return
+                with contextlib.suppress(Exception):  # the shared cache is optional: ask the model instead
+                    cached = await shared_get(shared, key)
+            if isinstance(cached, str) and cached.strip():
+                self._keep(scope, cut.key, cached)
+                return
             summary = await _ask(model, cut, max_tokens, caller)
             if summary:
                 self._keep(scope, cut.key, summary)
                 if shared is not None:
-                    await _write(shared, key, summary)
-        except asyncio.CancelledError:
-            raise
+                    with contextlib.suppress(Exception):  # kept in this process anyway
+                        await shared_set(shared, key, summary, SUMMARY_TTL)
         except Exception as exc:  # noqa: BLE001 - a summary never breaks anything: the note stays
             # Type and code location only: an exception's text may quote the conversation.
             self._failures.log(
@@ -191,21 +192,3 @@ def _what_to_summarize(cut: CutTurns) -> str:
     if not cut.previous:
         return turns
     return f"Summary of the earlier turns:\n{cut.previous}\n\nThe turns after them:\n{turns}"
-
-
-async def _read(cache: Any, key: str) -> object:
-    try:
-        return await asyncio.wait_for(cache.async_get_cache(key), _CACHE_TIMEOUT)
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - the shared cache is optional: ask the model instead
-        return None
-
-
-async def _write(cache: Any, key: str, summary: str) -> None:
-    try:
-        await asyncio.wait_for(cache.async_set_cache(key, summary, ttl=SUMMARY_TTL), _CACHE_TIMEOUT)
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - kept in this process anyway
-        return
