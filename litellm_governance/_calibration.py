@@ -162,7 +162,7 @@ class Calibration:
     #: A lower bound set by a context-length rejection, holding while `count` is below `floor_until`.
     floor: float | None = None
     floor_until: int = 0
-    #: The learned ratio as applied to a ``cache_stable`` budget (`held`); None: not recorded.
+    #: The learned ratio as applied to a ``cache_stable`` budget (held while it moves little, `_hold`).
     applied: float | None = None
 
     @property
@@ -172,11 +172,6 @@ class Calibration:
             return None
         ordered = sorted(self.samples)
         return ordered[max(1, math.ceil(QUANTILE * len(ordered))) - 1] * LEARNED_MARGIN
-
-    @property
-    def held(self) -> float | None:
-        """The learned ratio as applied to a ``cache_stable`` budget: held while it moves little."""
-        return _hold(self.applied, self.learned)
 
     @property
     def active_floor(self) -> float | None:
@@ -189,7 +184,8 @@ class Calibration:
 
     def ratio_for(self, *, held: bool) -> float | None:
         """`ratio`, with the learned ratio `held` (for a ``cache_stable`` budget) or followed."""
-        candidates = [x for x in (self.held if held else self.learned, self.active_floor) if x is not None]
+        learned = _hold(self.applied, self.learned) if held else self.learned
+        candidates = [x for x in (learned, self.active_floor) if x is not None]
         return _bounded(max(candidates)) if candidates else None
 
     @property
@@ -204,23 +200,7 @@ class Calibration:
         if not _plausible(ratio):
             return self
         state = replace(self, samples=(*self.samples, round(float(ratio), 4))[-WINDOW:], count=self.count + 1)
-        return replace(state, applied=_hold(self.held, state.learned))
-
-    def after_rejection(self, *, used: float, measured: float | None, proven: float | None = None) -> Calibration:
-        """This state after a context-length rejection of a request budgeted with ratio `used`: a floor
-        from the ratio the provider's count proves (`measured`), else `used` times `TIGHTEN_STEP` and
-        at least what the window proves (`proven`)."""
-        state = self
-        if measured is not None and _plausible(measured):
-            state = state.with_sample(measured)
-        if measured is not None and _plausible(measured) and measured > used:
-            floor = measured * TIGHTEN_MARGIN
-        else:
-            floor = used * TIGHTEN_STEP
-            if proven is not None and _plausible(proven):
-                floor = max(floor, proven * TIGHTEN_MARGIN)
-        floor = _bounded(max(floor, state.active_floor or 0.0))
-        return replace(state, floor=_round_up(floor), floor_until=state.count + FLOOR_SPAN)
+        return replace(state, applied=_hold(_hold(self.applied, self.learned), state.learned))
 
     def to_value(self) -> dict[str, object]:
         """A small JSON-able dict for a shared cache (LiteLLM's RedisCache stores it as JSON)."""
@@ -290,8 +270,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class Rejection:
-    """A context-length rejection (`Calibration.after_rejection`). `over_budget`: even the smallest
-    valid request did not fit, so it says nothing about the ratio beyond its `measured` sample."""
+    """A context-length rejection of a request budgeted with ratio `used`. `over_budget`: even the
+    smallest valid request did not fit, so it says nothing about the ratio beyond its `measured` sample."""
 
     used: float
     measured: float | None = None
@@ -299,9 +279,21 @@ class Rejection:
     over_budget: bool = False
 
     def apply(self, state: Calibration) -> Calibration:
+        """A floor from the ratio the provider's count proves (`measured`), else `used` times
+        `TIGHTEN_STEP` and at least what the window proves (`proven`)."""
+        measured = self.measured if self.measured is not None and _plausible(self.measured) else None
+        if measured is not None:
+            state = state.with_sample(measured)
         if self.over_budget:
-            return state.with_sample(self.measured) if self.measured is not None else state
-        return state.after_rejection(used=self.used, measured=self.measured, proven=self.proven)
+            return state
+        if measured is not None and measured > self.used:
+            floor = measured * TIGHTEN_MARGIN
+        else:
+            floor = self.used * TIGHTEN_STEP
+            if self.proven is not None and _plausible(self.proven):
+                floor = max(floor, self.proven * TIGHTEN_MARGIN)
+        floor = _bounded(max(floor, state.active_floor or 0.0))
+        return replace(state, floor=_round_up(floor), floor_until=state.count + FLOOR_SPAN)
 
 
 Event: TypeAlias = Sample | Rejection

@@ -1,13 +1,7 @@
-"""Anthropic's context editing and compaction, for deployments that do not have them (docs/formats.md).
-
-Where the deployment's provider has the feature the request passes untouched. Where it does not, the
-gateway does it before the provider sees the request (`_context_editing`, `_compaction`), removes
-what it did from the request — so LiteLLM 1.108's own polyfill on ``/v1/messages`` to chat, which runs
-after these hooks, applies nothing twice — and answers ``context_management.applied_edits`` as
-Anthropic does, in the JSON response and in the streamed ``message_delta`` event (the proxy). The
-pre-call hook applies only what none of the model group's deployments has; the deployment hook the
-rest.
-"""
+"""Anthropic's context editing and compaction where the deployment lacks them (docs/formats.md): done
+before the provider sees the request, removed from it (so LiteLLM 1.108's own polyfill, which runs
+after these hooks, applies nothing twice), and answered as ``context_management.applied_edits`` in
+the JSON response and the streamed ``message_delta`` event."""
 
 from __future__ import annotations
 
@@ -46,7 +40,7 @@ _EDITING_MODELS: Final = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:[4-9]|\d\d
 APPLIED_KEY: Final = "_governance_applied_edits"
 #: Where the applied edits are recorded for logging (``spend_logs_metadata``, next to the report).
 REPORT_KEY: Final = "governance_context_editing"
-#: Applied edits by LiteLLM call id, for a streamed answer whose request data is not the hook's.
+#: Applied edits remembered by LiteLLM call id, for an answer whose request data is not the hook's.
 _RECENT: Final = 1024
 
 _failures = LogOnce(logger)
@@ -206,61 +200,38 @@ def answered(request: Mapping[str, Any], response: Any) -> Any:
 
 
 async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """A streamed Anthropic answer (SSE) with the applied edits in its ``message_delta`` event."""
+    """A streamed Anthropic answer (SSE, bytes or str chunks) with the applied edits in its
+    ``message_delta`` event, every other byte as it came; events are re-cut only until that one."""
     applied = _applied(request)
-    if not applied:
-        async for chunk in response:
-            yield chunk
-        return
-    rewriter = _DeltaRewriter(applied)
+    rest, done, as_bytes = "", not applied, True
     async for chunk in response:
-        yield rewriter.feed(chunk)
-    tail = rewriter.flush()
-    if tail:
-        yield tail
+        if done or not isinstance(chunk, (bytes, str)):
+            yield chunk
+            continue
+        as_bytes = isinstance(chunk, bytes)
+        *events, rest = (rest + (chunk.decode() if isinstance(chunk, bytes) else chunk)).split("\n\n")
+        out = ""
+        for event in events:
+            rewritten = None if done else _with_edits(event, applied)
+            done = done or rewritten is not None
+            out += (rewritten or event) + "\n\n"
+        if done:
+            out, rest = out + rest, ""
+        yield out.encode() if as_bytes else out
+    if rest:
+        yield rest.encode() if as_bytes else rest
 
 
-class _DeltaRewriter:
-    """Rewrites the ``message_delta`` event of an SSE stream (bytes or str chunks), passing every
-    other byte through; events are re-cut only until that one has gone by."""
-
-    def __init__(self, applied: tuple[dict[str, Any], ...]) -> None:
-        self._applied = applied
-        self._buffer = ""
-        self._done = False
-        self._bytes = True
-
-    def feed(self, chunk: Any) -> Any:
-        if self._done or not isinstance(chunk, (bytes, str)):
-            return chunk
-        self._bytes = isinstance(chunk, bytes)
-        self._buffer += chunk.decode() if isinstance(chunk, bytes) else chunk
-        out: list[str] = []
-        while "\n\n" in self._buffer and not self._done:
-            event, _, self._buffer = self._buffer.partition("\n\n")
-            out.append(self._rewrite(event) + "\n\n")
-        if self._done:
-            out.append(self._buffer)
-            self._buffer = ""
-        text = "".join(out)
-        return text.encode() if self._bytes else text
-
-    def flush(self) -> Any:
-        text, self._buffer = self._buffer, ""
-        return (text.encode() if self._bytes else text) if text else None
-
-    def _rewrite(self, event: str) -> str:
-        lines = event.split("\n")
-        for index, line in enumerate(lines):
-            if not line.startswith("data:"):
-                continue
-            try:
-                payload = json.loads(line[5:].strip())
-            except ValueError:
-                return event
-            if not isinstance(payload, dict) or payload.get("type") != "message_delta":
-                return event
-            payload["context_management"] = _merged(payload.get("context_management"), self._applied)
-            lines[index] = "data: " + json.dumps(payload)
-            self._done = True
-        return "\n".join(lines)
+def _with_edits(event: str, applied: tuple[dict[str, Any], ...]) -> str | None:
+    """The SSE `event` with `applied` added, if it is the ``message_delta`` event (else None)."""
+    lines = event.split("\n")
+    index = next((i for i, line in enumerate(lines) if line.startswith("data:")), None)
+    try:
+        payload = json.loads(lines[index][5:].strip()) if index is not None else None
+    except ValueError:
+        return None
+    if index is None or not isinstance(payload, dict) or payload.get("type") != "message_delta":
+        return None
+    payload["context_management"] = _merged(payload.get("context_management"), applied)
+    lines[index] = "data: " + json.dumps(payload)
+    return "\n".join(lines)

@@ -66,8 +66,8 @@ class GovernanceHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        """Proxy, before routing: fit the request to its model group — unless LiteLLM will translate it
-        for one of the group's deployments: that one is governed once, as the provider receives it."""
+        """Proxy, before routing: fit the request to its model group (unless LiteLLM translates it for a
+        deployment of the group: the translated call is governed)."""
         fmt = format_of(call_type)
         if self._disabled():
             return None
@@ -111,9 +111,8 @@ class GovernanceHook(CustomLogger):
         return governed if governed is not None else prepared
 
     def _disabled(self) -> bool:
-        """Whether the operator turned the hook off (``enabled: false``): then it is a no-op, decided
-        before the history is looked at. A config that does not load is not "off": the pass reports
-        it on the request."""
+        """Whether the operator turned the hook off (a config that does not load is not "off": the pass
+        reports it on the request)."""
         try:
             return not self.config.enabled
         except ConfigError:
@@ -129,9 +128,8 @@ class GovernanceHook(CustomLogger):
         target_of: Callable[[dict[str, Any]], Deployment],
         govern: bool = True,
     ) -> dict[str, Any] | None:
-        """Context editing for what none of `deployments` does itself, then (unless not to `govern`:
-        LiteLLM translates the call, and the translated call is governed) the pass for the target
-        `target_of` names for the request as edited. The changed request, or None."""
+        """Context editing for what none of `deployments` does itself, then (if to `govern`) the pass
+        for the target `target_of` names. The changed request, or None."""
         edited = context_editing.prepare(request, fmt, deployments)
         request = edited if edited is not None else request
         if not govern:
@@ -151,13 +149,12 @@ class GovernanceHook(CustomLogger):
     async def async_post_call_streaming_iterator_hook(
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
-        """Proxy, streaming: the context edits the gateway applied, in the ``message_delta`` event;
-        the gateway's answer to a compaction request (`compaction_answers`)."""
+        """Proxy, streaming: the applied context edits; the answer to a compaction request."""
         async for chunk in compaction_answers.streamed(request_data, context_editing.streamed(request_data, response)):
             yield chunk
 
     async def async_post_call_success_hook(self, data: dict[str, Any], user_api_key_dict: Any, response: Any) -> Any:
-        """Proxy, JSON: the gateway's answer to a compaction request (`compaction_answers`)."""
+        """Proxy, JSON: the answer to a compaction request."""
         return compaction_answers.answered(data, response)
 
     async def async_post_call_response_headers_hook(
@@ -178,8 +175,7 @@ class GovernanceHook(CustomLogger):
     async def async_post_call_success_deployment_hook(
         self, request_data: dict[str, Any], response: Any, call_type: Any
     ) -> Any:
-        """A deployment answered (not streaming): learn its ratio from ``usage``; report the context
-        edits the gateway applied, as Anthropic does."""
+        """A deployment answered (not streaming): learn from ``usage``; report the applied context edits."""
         self._learning.learn_success(request_data, usage_of(response))
         return context_editing.answered(request_data, response)
 
@@ -206,8 +202,7 @@ class GovernanceHook(CustomLogger):
         metrics().logged(kwargs, lambda: self.config)
 
     def reset_calibration(self) -> None:
-        """Forget what this process learned: the token ratios (the shared cache keeps its keys: see
-        `learning.CALIBRATION_KEY_PREFIX`)."""
+        """Forget the token ratios this process learned (the shared cache keeps its keys)."""
         self._learning.store.reset()
 
 

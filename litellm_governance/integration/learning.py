@@ -1,7 +1,6 @@
-"""Calibration glue: each deployment's learned token ratio for a pass, what each governed request was
-estimated at until its provider answers, learning from that answer (``usage`` on success, a
-context-length rejection on failure), and where the learned ratios live (`CalibrationStore`: per
-process, shared through the proxy's Redis). The estimator is `_calibration`."""
+"""Calibration in the hook (docs/calibration.md): the learned ratio a pass budgets with, the estimate
+of each governed request until its provider answers, learning from the answer, and where the learned
+ratios live (`CalibrationStore`). The estimator is `_calibration`."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -25,9 +24,8 @@ from .fields import HISTORY, call_id_of
 from .metrics import deployment_label, metrics
 from .routing import known_window, shared_cache, shared_get, shared_set
 
-#: Key of a deployment's learned ratio in the proxy's shared cache (Redis), followed by its calibration
-#: key. Delete ``litellm_governance:calibration:*`` to make every instance start over; a changed
-#: estimator gets a new version, so old values are ignored.
+#: Key of a deployment's learned ratio in the proxy's shared cache, followed by its calibration key
+#: (delete ``litellm_governance:calibration:*`` to start over; a new estimator gets a new version).
 CALIBRATION_KEY_PREFIX: Final = f"litellm_governance:calibration:v{_calibration.VALUE_VERSION}:"
 # Seconds a learned ratio lives in the shared cache after its last update.
 _CALIBRATION_TTL: Final = 7 * 24 * 3600
@@ -35,8 +33,7 @@ _CALIBRATION_TTL: Final = 7 * 24 * 3600
 _CALIBRATION_REFRESH: Final = 1.0
 # Seconds between two writes of one deployment's ratio by one process (news in between is batched).
 _CALIBRATION_WRITE_INTERVAL: Final = 1.0
-# Requests between governance and the provider's answer, deployments, and events kept for the shared
-# cache while it cannot be reached.
+# Requests awaiting their answer, deployments, and events kept while the shared cache cannot be reached.
 _CALIBRATION_IN_FLIGHT: Final = 10_000
 _CALIBRATION_DEPLOYMENTS: Final = 4096
 _CALIBRATION_PENDING: Final = 256
@@ -45,8 +42,8 @@ _SKIPPED: Final = "calibration skipped (%s at %s): budgets use the profile's rat
 
 @dataclass(frozen=True)
 class Ratio:
-    """The token ratio a pass budgets with: the deployment's `key`, its learned `value` and where that
-    came from (``value`` None: the profile's static ratio)."""
+    """The ratio a pass budgets with: the deployment's `key`, its learned `value` (None: the profile's)
+    and where that came from."""
 
     key: str
     value: float | None = None
@@ -83,16 +80,15 @@ def usage_of_log_event(kwargs: Mapping[str, Any], response: object) -> object:
 
 
 class Learning:
-    """What the hook learns from providers' answers, and what it remembers to do so. Learning never
-    breaks a request: a failure in it is logged once and budgets fall back to the profile's ratio."""
+    """What the hook learns from providers' answers. A failure in it is logged once and budgets fall
+    back to the profile's ratio."""
 
     def __init__(self) -> None:
         self.store = CalibrationStore()
         self._failures = LogOnce(logger)
 
     async def ratio(self, target: Deployment, request: Mapping[str, Any], config: GovernanceConfig) -> Ratio:
-        """The learned ratio of `target` (key: ``model_info.id``, else model + ``api_base``), held for a
-        ``cache_stable`` budget (`Calibration.ratio_for`)."""
+        """The learned ratio of `target`, held for a ``cache_stable`` budget (`Calibration.ratio_for`)."""
         held = config.stable_for(known_window(config, target))
         key = _calibration.deployment_key(target.model_info, target.model, request.get("api_base"))
         learned = None
@@ -124,8 +120,7 @@ class Learning:
             )
 
     def learn_success(self, data: Mapping[str, Any], usage: object) -> None:
-        """A deployment answered: learn its ratio from the prompt tokens it reported (a streamed
-        answer's usage comes with the log event)."""
+        """A deployment answered: learn from the prompt tokens it reported."""
         with self._failures.guard(_SKIPPED):
             call_id = call_id_of(data)
             reported = _calibration.prompt_tokens_of(usage)
@@ -178,8 +173,7 @@ class Learning:
 
 @dataclass
 class _Learned:
-    """One key's state in this process: the best known, when the shared cache was last read, and the
-    news this process has not yet written to it."""
+    """One key in this process: the state, when the shared cache was last read, unwritten news."""
 
     state: Calibration | None = None
     read_at: float = -math.inf
@@ -187,16 +181,12 @@ class _Learned:
 
 
 class CalibrationStore:
-    """Learned ratios per deployment, and the requests waiting for their provider's answer.
-
-    Each process budgets with its own copy of every deployment's `Calibration`. Where the proxy has a
-    shared cache (`shared_cache`), the copy is re-read in the background every `_CALIBRATION_REFRESH`
-    seconds (a deployment's first use in a process waits for that read, at most
-    `routing.SHARED_TIMEOUT`), and what the process learns is merged into the shared value (read, apply
-    its events, write) at most every `_CALIBRATION_WRITE_INTERVAL` seconds. No failure of the shared
-    cache reaches a request: the process goes on with what it knows. One read or write per key at a
-    time: the caller marks the key busy, the work unmarks it.
-    """
+    """Learned ratios per deployment, and the requests awaiting their provider's answer. Each process
+    budgets with its own copy; with a shared cache (`shared_cache`) the copy is re-read in the
+    background every `_CALIBRATION_REFRESH` seconds (a first use waits for that read), and what the
+    process learns is merged into the shared value (read, apply its events, write) at most every
+    `_CALIBRATION_WRITE_INTERVAL` seconds. One read or write per key at a time: the caller marks the
+    key busy, the work unmarks it. No failure of the shared cache reaches a request."""
 
     def __init__(self, shared: Callable[[], Any] = shared_cache) -> None:
         self._shared = shared
@@ -271,8 +261,8 @@ class CalibrationStore:
             self._spawn(self._sync(key), key)
 
     async def _refresh(self, key: str, cache: Any) -> None:
-        """Re-read `key` from the shared cache (this process's unwritten events stay on top). No value
-        (or a foreign one): nothing learned yet, or the key was deleted to start over."""
+        """Re-read `key` from the shared cache, this process's unwritten events on top (no value: nothing
+        learned yet, or the key was deleted to start over)."""
         try:
             ok, value = await self._read(cache, key)
             entry = self._learned.get(key)
@@ -309,28 +299,21 @@ class CalibrationStore:
 
     async def _read(self, cache: Any, key: str) -> tuple[bool, object]:
         """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
-        try:
-            return True, await shared_get(cache, CALIBRATION_KEY_PREFIX + key)
-        except Exception as exc:  # noqa: BLE001 - the shared cache never fails a request
-            self._shared_failed("read", exc)
-            return False, None
+        return await self._shared_call("read", shared_get(cache, CALIBRATION_KEY_PREFIX + key))
 
     async def _write(self, cache: Any, key: str, value: dict[str, object]) -> bool:
-        try:
-            await shared_set(cache, CALIBRATION_KEY_PREFIX + key, value, _CALIBRATION_TTL)
-        except Exception as exc:  # noqa: BLE001 - the shared cache never fails a request
-            self._shared_failed("write", exc)
-            return False
-        return True
-
-    def _shared_failed(self, what: str, exc: BaseException) -> None:
-        self._failures.log(
-            "shared cache",
-            logging.WARNING,
-            "calibration: shared cache %s failed (%s); going on with this process's copy",
-            what,
-            type(exc).__name__,
+        ok, _ = await self._shared_call(
+            "write", shared_set(cache, CALIBRATION_KEY_PREFIX + key, value, _CALIBRATION_TTL)
         )
+        return ok
+
+    async def _shared_call(self, what: str, work: Awaitable[object]) -> tuple[bool, object]:
+        try:
+            return True, await work
+        except Exception as exc:  # noqa: BLE001 - the shared cache never fails a request
+            message = "calibration: shared cache %s failed (%s); going on with this process's copy"
+            self._failures.log("shared cache", logging.WARNING, message, what, type(exc).__name__)
+            return False, None
 
     def _spawn(self, work: Coroutine[Any, Any, None], key: str) -> None:
         try:
