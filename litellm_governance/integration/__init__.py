@@ -1,22 +1,12 @@
 """LiteLLM integration: the only package that talks to LiteLLM's hook API, one module per concern.
 
-* ``async_pre_call_hook`` (the proxy, before routing): the request is fitted to its model group's
-  deployment with the largest window, in its own format, so other proxy hooks see it governed.
-* ``async_pre_call_deployment_hook`` (proxy, SDK, ``Router``; again on every fallback): fitted to the
-  chosen deployment. A call LiteLLM is about to translate into another format is left alone: the
-  hook fires again on the translated inner call, which is governed, once. When the proxy already
-  governed the same history for the same target, this pass returns at once.
-* Synchronous ``litellm.completion`` runs no hook that can change the messages: call `completion`.
-
-Modules: `hook` (the callback, `completion`), `passes` (one pass and the proxy's pass state),
-`overrides` (per-request ``metadata.governance``), `routing` (what is read of LiteLLM's proxy and
-routing), `fields` (where the plugin's data sits in a request, the report and header), `failures`
-(logging; fail open or closed), `learning` (calibration), `metrics`, `startup`
-(``proxy_handler_instance``), `summaries` (a summary model's summaries of cut turns),
-`context_editing` (Anthropic's context editing and compaction where the deployment lacks them),
-`session_compaction` and `compaction_answers` (Codex's remote compaction answered at the gateway).
-See docs/formats.md, docs/calibration.md and docs/operations.md. Importing this package imports
-LiteLLM and changes nothing else in the process.
+``async_pre_call_hook`` (the proxy, before routing) fits a request to its model group's widest
+deployment; ``async_pre_call_deployment_hook`` (proxy, SDK, ``Router``, every fallback) to the chosen
+deployment — or, when LiteLLM is about to translate the call into another format, leaves it to the
+translated inner call, governed once — and returns at once when the proxy already governed the same
+history for the same target. Synchronous ``litellm.completion`` runs no hook that can change the
+messages: call `completion`. See docs/formats.md and docs/operations.md. Importing this package
+imports LiteLLM and changes nothing else in the process.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from .._session_compaction import compaction_item, summary_of_answer, text_tokens
 from .failures import LogOnce, logger
-from .fields import call_id_of
+from .fields import call_id_of, spend_logs
 from .session_compaction import NOTE_ANSWER, STEP, Plan, plan_of
 
 #: Where an answer's figures go in ``spend_logs_metadata`` (next to the pass's report).
@@ -116,9 +116,8 @@ def _done(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) ->
         after = text_tokens(summary, plan.model)
         model, before = request.get("model"), plan.tokens_before
         logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
-        metadata = request.get("litellm_metadata")
-        spend = metadata.setdefault("spend_logs_metadata", {}) if isinstance(metadata, dict) else None
-        if isinstance(spend, dict):
+        spend = spend_logs(request, "litellm_metadata") if isinstance(request, dict) else None
+        if spend is not None:
             figures = {"mode": plan.mode, "outcome": outcome, "tokens_before": before, "tokens_after": after}
             spend[REPORT_KEY] = {**figures, "seconds": round(seconds, 3)}
 
@@ -148,10 +147,7 @@ async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> 
                 reading.feed(found)
     except Exception as exc:  # noqa: BLE001 - the note stands in: a compaction answer never fails
         error = exc
-    try:
-        summary, outcome = _summary(plan, reading, error)
-    except Exception as exc:  # noqa: BLE001 - the note stands in
-        summary, outcome = _summary(plan, None, exc)
+    summary, outcome = _summary(plan, reading, error)
     item = compaction_item(summary)
     usage = reading.usage if plan.mode == "model" and isinstance(reading.usage, Mapping) else _NO_USAGE
     closing = {**base, "status": "completed", "output": [item], "usage": usage}

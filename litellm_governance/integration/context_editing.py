@@ -28,7 +28,7 @@ from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
 from .failures import LogOnce, logger
-from .fields import HISTORY, METADATA, call_id_of, holds_compaction
+from .fields import HISTORY, METADATA, call_id_of, holds_compaction, in_metadata, spend_logs
 
 #: Anthropic's server-side compaction edit (LiteLLM polyfills it only with a summary model).
 COMPACT: Final = "compact_20260112"
@@ -156,11 +156,10 @@ def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any
     key = METADATA[fmt]
     if not isinstance(request.get(key), dict):
         request[key] = {}
-    metadata = request[key]
-    every = metadata[APPLIED_KEY] = (*metadata.get(APPLIED_KEY, ()), *applied)
-    if not isinstance(metadata.get("spend_logs_metadata"), dict):
-        metadata["spend_logs_metadata"] = {}
-    metadata["spend_logs_metadata"][REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
+    every = request[key][APPLIED_KEY] = (*request[key].get(APPLIED_KEY, ()), *applied)
+    spend = spend_logs(request, key)
+    if spend is not None:
+        spend[REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
     call_id = call_id_of(request)
     if call_id is not None:
         with _by_call_lock:
@@ -171,11 +170,9 @@ def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any
 
 
 def _applied(request: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    for key in ("litellm_metadata", "metadata"):
-        metadata = request.get(key)
-        found = metadata.get(APPLIED_KEY) if isinstance(metadata, Mapping) else None
-        if found:
-            return tuple(found)
+    found = next((tuple(edits) for edits in in_metadata(request, APPLIED_KEY) if edits), None)
+    if found is not None:
+        return found
     call_id = call_id_of(request)
     if call_id is not None:
         with _by_call_lock:

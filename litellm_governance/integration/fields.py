@@ -50,17 +50,29 @@ def metadata_key(request: Mapping[str, Any], fmt: Format) -> str:
     return _CLIENT_METADATA if carried and isinstance(request.get(_CLIENT_METADATA), dict) else key
 
 
-def record(request: dict[str, Any], fmt: Format, entry: dict[str, Any]) -> None:
-    """Put the report `entry` at ``spend_logs_metadata.governance`` of the request's LiteLLM metadata."""
-    key = metadata_key(request, fmt)
+def spend_logs(request: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """``spend_logs_metadata`` of the request's LiteLLM metadata field `key`, made where missing: what
+    LiteLLM's standard logging payload keeps (None: a value of the client's that is no dict)."""
     if request.get(key) is None:
         request[key] = {}
     metadata = request[key]
     if isinstance(metadata, dict) and metadata.get("spend_logs_metadata") is None:
         metadata["spend_logs_metadata"] = {}
     spend = metadata.get("spend_logs_metadata") if isinstance(metadata, dict) else None
-    if isinstance(spend, dict):
+    return spend if isinstance(spend, dict) else None
+
+
+def record(request: dict[str, Any], fmt: Format, entry: dict[str, Any]) -> None:
+    """Put the report `entry` at ``spend_logs_metadata.governance`` of the request's LiteLLM metadata."""
+    spend = spend_logs(request, metadata_key(request, fmt))
+    if spend is not None:
         spend[REPORT_KEY] = entry
+
+
+def in_metadata(request: Mapping[str, Any], key: str) -> list[Any]:
+    """The values at `key` of the request's LiteLLM metadata fields (``litellm_metadata`` first)."""
+    fields = (request.get(_CLIENT_METADATA), request.get("metadata"))
+    return [metadata[key] for metadata in fields if isinstance(metadata, Mapping) and key in metadata]
 
 
 def report_slot(request: Mapping[str, Any]) -> dict[str, Any] | None:

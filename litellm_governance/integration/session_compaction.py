@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -28,7 +28,7 @@ from .._request import Format
 from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
 from .context_editing import COMPACT, native_features
 from .failures import LogOnce, logger
-from .fields import METADATA, metadata_key, record, report_slot
+from .fields import METADATA, in_metadata, metadata_key, record, report_slot
 from .passes import STATE_KEY, PassState
 from .routing import deployment_target, group_deployments, proxy_router, translated_later
 
@@ -77,28 +77,19 @@ class WebSocketRefused(Exception):
 def plan_of(request: Mapping[str, Any] | None) -> Plan | None:
     """The `Plan` in a request's (or a translated call's) LiteLLM metadata, if it is a compaction the
     gateway answers."""
-    if not isinstance(request, Mapping):
-        return None
-    for key in ("litellm_metadata", "metadata"):
-        metadata = request.get(key)
-        plan = metadata.get(PLAN_KEY) if isinstance(metadata, Mapping) else None
-        if isinstance(plan, Plan):
-            return plan
-    return None
+    plans = in_metadata(request, PLAN_KEY) if isinstance(request, Mapping) else []
+    return next((plan for plan in plans if isinstance(plan, Plan)), None)
 
 
-def needs_gateway(targets: Sequence[tuple[Deployment, bool]]) -> bool:
-    """Whether one of `targets` (deployment, translated by LiteLLM?) has no compaction of its own."""
-    return any(COMPACT not in native_features(target, "responses", translated) for target, translated in targets)
-
-
-def _targets(group: object) -> list[tuple[Deployment, bool]]:
-    """The proxy model group's deployments (each with whether LiteLLM translates a Responses request for
-    it); a name that is no group of the proxy's stands for itself (its provider prefix says the provider)."""
-    found = group_deployments(group, "responses")
-    if not found and isinstance(group, str) and group:
-        found = [(Deployment(group), False)]
-    return found
+def _answering_for(group: object) -> Deployment | None:
+    """The deployment whose tokenizer counts the session when the gateway answers compaction requests
+    for model group `group` (a deployment of it has no compaction of its own; a name that is no group of
+    the proxy's stands for itself); None when every deployment compacts natively."""
+    targets = group_deployments(group, "responses")
+    if not targets and isinstance(group, str) and group:
+        targets = [(Deployment(group), False)]
+    lacking = any(COMPACT not in native_features(target, "responses", later) for target, later in targets)
+    return targets[0][0] if lacking else None
 
 
 def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
@@ -108,7 +99,7 @@ def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
         return
     group, refuse = data.get("model"), False
     with _once.guard("Responses WebSocket session let through (%s at %s)"):
-        refuse = _announces_remote_compaction(data) and needs_gateway(_targets(group))
+        refuse = _announces_remote_compaction(data) and _answering_for(group) is not None
     if not refuse:
         return
     _once.log(
@@ -142,9 +133,9 @@ def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], Gover
     with _once.guard("compaction request left as sent (%s at %s)"):
         replaced = read_back(data["input"])
         request = data if replaced is None else {**data, "input": replaced}
-        targets = _targets(data.get("model")) if is_trigger_request(request) else []
-        if needs_gateway(targets):
-            return _planned(request, config(), targets[0][0])
+        target = _answering_for(data.get("model")) if is_trigger_request(request) else None
+        if target is not None:
+            return _planned(request, config(), target)
         return request if replaced is not None else None
     return None
 
