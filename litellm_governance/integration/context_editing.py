@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -28,7 +26,7 @@ from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
 from .failures import LogOnce, logger
-from .fields import HISTORY, METADATA, call_id_of, holds_compaction, in_metadata, spend_logs
+from .fields import HISTORY, METADATA, holds_compaction, in_metadata, spend_logs
 
 #: Anthropic's server-side compaction edit (LiteLLM polyfills it only with a summary model).
 COMPACT: Final = "compact_20260112"
@@ -40,12 +38,8 @@ _EDITING_MODELS: Final = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:[4-9]|\d\d
 APPLIED_KEY: Final = "_governance_applied_edits"
 #: Where the applied edits are recorded for logging (``spend_logs_metadata``, next to the report).
 REPORT_KEY: Final = "governance_context_editing"
-#: Applied edits remembered by LiteLLM call id, for an answer whose request data is not the hook's.
-_RECENT: Final = 1024
 
 _failures = LogOnce(logger)
-_by_call: OrderedDict[str, tuple[dict[str, Any], ...]] = OrderedDict()
-_by_call_lock = threading.Lock()
 
 
 def native_features(target: Deployment, fmt: Format, translated: bool) -> frozenset[str]:
@@ -160,24 +154,12 @@ def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any
     spend = spend_logs(request, key)
     if spend is not None:
         spend[REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
-    call_id = call_id_of(request)
-    if call_id is not None:
-        with _by_call_lock:
-            _by_call[call_id] = every
-            _by_call.move_to_end(call_id)
-            while len(_by_call) > _RECENT:
-                _by_call.popitem(last=False)
 
 
 def _applied(request: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    found = next((tuple(edits) for edits in in_metadata(request, APPLIED_KEY) if edits), None)
-    if found is not None:
-        return found
-    call_id = call_id_of(request)
-    if call_id is not None:
-        with _by_call_lock:
-            return _by_call.get(call_id, ())
-    return ()
+    """The edits the gateway applied to `request`: LiteLLM hands the answer hooks the metadata dict the
+    deployment hook wrote them to (the proxy's ``litellm_metadata``)."""
+    return next((tuple(edits) for edits in in_metadata(request, APPLIED_KEY) if edits), ())
 
 
 def _merged(answer: object, applied: tuple[dict[str, Any], ...]) -> dict[str, Any]:

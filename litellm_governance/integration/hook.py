@@ -4,6 +4,7 @@ drop-in (synchronous ``litellm.completion`` runs no hook that can change the mes
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -77,17 +78,15 @@ class GovernanceHook(CustomLogger):
         group = data.get("model")
         prepared = session_compaction.before_routing(data, fmt, lambda: self.config)
         deployments = group_deployments(group, fmt)
-        translated = any(later for _, later in deployments)
-        governed = await self._edit_then_govern(
-            data if prepared is None else prepared,
+        return await self._edit_then_govern(
+            data,
+            prepared,
             "pre_call",
             fmt,
             deployments=lambda: deployments,
             target_of=lambda _: group_target(group, self.config),
-            govern=not translated,
+            govern=not any(later for _, later in deployments),
         )
-        session_compaction.reported(governed if governed is not None else prepared, fmt)
-        return governed if governed is not None else prepared
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
@@ -97,18 +96,16 @@ class GovernanceHook(CustomLogger):
         prepared = session_compaction.at_deployment(kwargs, fmt)
         if prepared is not None and "mock_response" in prepared:
             return prepared  # answered with the session's note: nothing goes to the model
-        request = kwargs if prepared is None else prepared
-        translated = translated_later(fmt, request)
-        governed = await self._edit_then_govern(
-            request,
+        translated = translated_later(fmt, prepared or kwargs)
+        return await self._edit_then_govern(
+            kwargs,
+            prepared,
             "deployment",
             fmt,
-            deployments=lambda: [(deployment_target(request), translated)],
+            deployments=lambda: [(deployment_target(prepared or kwargs), translated)],
             target_of=deployment_target,
             govern=not translated,
         )
-        session_compaction.reported(governed if governed is not None else request, fmt)
-        return governed if governed is not None else prepared
 
     def _disabled(self) -> bool:
         """Whether the operator turned the hook off (a config that does not load is not "off": the pass
@@ -121,30 +118,32 @@ class GovernanceHook(CustomLogger):
     async def _edit_then_govern(
         self,
         request: dict[str, Any],
+        prepared: dict[str, Any] | None,
         stage: Stage,
         fmt: Format,
         *,
         deployments: Callable[[], Sequence[tuple[Deployment, bool]]],
         target_of: Callable[[dict[str, Any]], Deployment],
-        govern: bool = True,
+        govern: bool,
     ) -> dict[str, Any] | None:
         """Context editing for what none of `deployments` does itself, then (if to `govern`) the pass
-        for the target `target_of` names. The changed request, or None."""
-        edited = context_editing.prepare(request, fmt, deployments)
-        request = edited if edited is not None else request
-        if not govern:
-            return edited
+        for the target `target_of` names; the report says when the gateway answers a compaction. The
+        request as it goes on (`prepared` by session compaction, edited, governed), or None: as it came."""
+        changed = context_editing.prepare(prepared or request, fmt, deployments) or prepared
+        current = changed or request
+        config = self._config_or_report(current, fmt, stage) if govern else None
+        if config is not None and config.enabled:
+            target = functools.partial(target_of, current)
+            changed = await run_pass(current, stage, fmt, config, target_of=target, helpers=self._helpers) or changed
+        session_compaction.reported(changed or request, fmt)
+        return changed
+
+    def _config_or_report(self, request: dict[str, Any], fmt: Format, stage: Stage) -> GovernanceConfig | None:
         try:
-            config = self.config
+            return self.config
         except ConfigError as exc:
             self._helpers.failures.config_error(request, fmt, stage, exc, fail_closed=False)
-            return edited
-        if not config.enabled:
-            return edited
-        governed = await run_pass(
-            request, stage, fmt, config, target_of=lambda: target_of(request), helpers=self._helpers
-        )
-        return governed if governed is not None else edited
+            return None
 
     async def async_post_call_streaming_iterator_hook(
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]

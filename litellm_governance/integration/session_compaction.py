@@ -65,10 +65,6 @@ class Plan:
     model: str
     started: float
 
-    def __deepcopy__(self, memo: dict[int, object]) -> Plan:
-        """Itself (frozen): LiteLLM deep-copies request metadata, the note need not be."""
-        return self
-
 
 class WebSocketRefused(Exception):
     """Raised by the pre-call hook to turn a Codex WebSocket session away (see `refuse_websocket`)."""
