@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._compaction import is_compaction
 from .._formats import FORMATS, Format, spec_for_call_type
 
 #: The key in ``litellm.callback_settings`` (the proxy config's ``callback_settings:``) with our
@@ -124,12 +125,8 @@ def holds_compaction(history: object, fmt: Format) -> bool:
         return False
     for message in history:
         content = message.get("content") if isinstance(message, Mapping) else None
-        if where == "item" and _is_compaction(message):
+        if where == "item" and is_compaction(message):
             return True
-        if where == "block" and isinstance(content, list) and any(_is_compaction(b) for b in content):
+        if where == "block" and isinstance(content, list) and any(is_compaction(b) for b in content):
             return True
     return False
-
-
-def _is_compaction(value: object) -> bool:
-    return isinstance(value, Mapping) and value.get("type") == "compaction"

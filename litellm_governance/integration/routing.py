@@ -105,14 +105,10 @@ def translated_later(fmt: Format, kwargs: Mapping[str, Any]) -> bool:
 
 
 def shared_cache() -> Any:
-    """The Redis client of LiteLLM's own cross-instance cache in this proxy process, or None.
-
-    The proxy's internal usage DualCache (``proxy_logging_obj.internal_usage_cache.dual_cache``, what
-    LiteLLM's rate limiters share) gets the proxy's Redis from ``litellm_settings: cache: true`` with
-    ``cache_params: {type: redis}``, ``general_settings: coordination_redis``, or ``REDIS_HOST`` /
-    ``REDIS_URL``; a proxy whose only Redis is ``router_settings: redis_host`` has it in the Router's
-    DualCache. Read on every use: the proxy attaches Redis after loading its callbacks.
-    """
+    """The Redis client of LiteLLM's own cross-instance cache in this proxy process, or None: the
+    internal usage DualCache's (what LiteLLM's rate limiters share), else the Router's (a proxy whose
+    only Redis is ``router_settings: redis_host``). Read on every use: the proxy attaches Redis after
+    loading its callbacks."""
     server = sys.modules.get("litellm.proxy.proxy_server")
     if server is None:
         return None

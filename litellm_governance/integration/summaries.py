@@ -111,9 +111,8 @@ class Summaries:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self) -> None:
-        """Wait for the summaries under way (tests, and a clean shutdown). A task that has finished
-        leaves `_tasks` only when its done-callback runs, on a later turn of the loop; awaiting it
-        again does not yield, so only unfinished tasks are waited for (else this spun for ever)."""
+        """Wait for the summaries under way (tests, and a clean shutdown); a finished task leaves
+        `_tasks` only on a later turn of the loop, so only unfinished ones are waited for."""
         while pending := [task for task in self._tasks if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
