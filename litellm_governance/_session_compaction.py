@@ -1,23 +1,14 @@
-"""Codex's remote compaction, for deployments that cannot compact: the trigger, the gateway's own
-compaction item, and the message that item becomes on later requests. Pure.
+"""Codex's remote compaction, for deployments that cannot compact (docs/codex-compaction.md). Pure.
 
-Codex CLI (0.169.0) configured with the built-in provider (``openai_base_url``) or a provider named
-"OpenAI" compacts its history by sending an ordinary ``/v1/responses`` request whose last input item
-is ``{"type": "compaction_trigger"}``, and requires exactly one output item ``{"type":
-"compaction", "id": "cmp_…", "encrypted_content": "…"}``; it then sends that item back, byte for
-byte, in place of everything the summary replaced. Only OpenAI's (and Azure's) own Responses API
-does this. For every other deployment the gateway answers in its place:
-
-* `summary_request`: the trigger becomes an ordinary summary request — the history, then a user
-  message with `INSTRUCTION`, no tools — governed and routed like any request;
-* `compaction_item`: the summary (the model's answer, or the deterministic `session_note`) becomes
-  one compaction item whose ``encrypted_content`` is the gateway's own token (`encode_summary`):
-  `TOKEN_PREFIX`, then the summary compressed and base64-encoded. Opaque to the client, readable
-  by any gateway of this version, and needing no secret: a client can write any message anyway;
-* `read_back`: on a later request each of the gateway's own items becomes a user message holding
-  its summary (`SUMMARY_OPENING` first), before routing or translation, whatever the deployment.
-  An item without the prefix is another server's (OpenAI's): it is never decoded and goes on as it
-  came.
+Codex CLI (0.169.0) with the built-in provider compacts by sending a ``/v1/responses`` request whose
+last input item is ``{"type": "compaction_trigger"}``, requires exactly one output item ``{"type":
+"compaction", "id": "cmp_…", "encrypted_content": "…"}``, and sends that item back, byte for byte, on
+later requests. Only OpenAI's (and Azure's) own Responses API does this; for every other deployment the
+trigger becomes an ordinary summary request (`summary_request`), the summary one compaction item
+holding the gateway's own token (`compaction_item`: `TOKEN_PREFIX`, then the summary compressed and
+base64-encoded; no secret needed: a client can write any message anyway), and on later requests each
+of the gateway's own items a user message holding its summary (`read_back`). An item without the
+prefix is another server's: never decoded.
 """
 
 from __future__ import annotations
@@ -36,27 +27,6 @@ from ._models import split_provider
 from ._responses import ResponsesOutline
 from ._tokens import TokenCounter, encoding_for_model, token_cache
 from ._trace import render_note, unit_entries
-
-__all__ = [
-    "INSTRUCTION",
-    "NOTE_TOKENS",
-    "SUMMARY_OPENING",
-    "TOKEN_PREFIX",
-    "TRIGGER",
-    "Session",
-    "compaction_item",
-    "decode_summary",
-    "encode_summary",
-    "for_explain",
-    "holds_own_item",
-    "is_trigger_request",
-    "read_back",
-    "session_note",
-    "summary_message",
-    "summary_of_answer",
-    "summary_request",
-    "text_tokens",
-]
 
 #: The input item that asks for a compaction (OpenAI: "Must be the final input item").
 TRIGGER: Final = "compaction_trigger"
@@ -161,11 +131,6 @@ def _own_summary(item: object) -> str | None:
     if not isinstance(item, Mapping) or item.get("type") != "compaction":
         return None
     return decode_summary(item.get("encrypted_content"))
-
-
-def holds_own_item(items: object) -> bool:
-    """Whether a Responses ``input`` holds a compaction item the gateway wrote."""
-    return isinstance(items, list) and any(_own_summary(item) is not None for item in items)
 
 
 def read_back(items: object) -> list[Any] | None:

@@ -1,5 +1,5 @@
 """Calibration: the estimator, the provider texts it reads, its cache value (`_calibration`), and how
-the hook learns, stores and shares what it learned (`integration.learning`, `integration.calibration_store`), without a proxy.
+the hook learns, stores and shares what it learned (`integration.learning`), without a proxy.
 
 The proxy, real Redis and real providers' (emulated) answers are in
 ``tests/e2e/test_calibration_e2e.py``.
@@ -38,12 +38,12 @@ from litellm_governance._calibration import (
     ContextError,
     Rejection,
     Sample,
+    apply_in_order,
 )
-from litellm_governance.integration.calibration_store import (
+from litellm_governance.integration.learning import (
     CALIBRATION_KEY_PREFIX,
     CalibrationStore,
     Sent,
-    apply_in_order,
 )
 from litellm_governance.integration.metrics import deployment_label
 from litellm_governance.testing.emulation import PROVIDERS, RULES, RULES_BY_ID, check_context, error_response
@@ -518,10 +518,10 @@ async def settle(store: CalibrationStore) -> None:
 
 @pytest.fixture(autouse=True)
 def _quick_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    from litellm_governance.integration import calibration_store as _calibration_store
+    from litellm_governance.integration import learning
 
-    monkeypatch.setattr(_calibration_store, "_CALIBRATION_WRITE_INTERVAL", 0.0)
-    monkeypatch.setattr(_calibration_store, "_CALIBRATION_REFRESH", 0.0)
+    monkeypatch.setattr(learning, "_CALIBRATION_WRITE_INTERVAL", 0.0)
+    monkeypatch.setattr(learning, "_CALIBRATION_REFRESH", 0.0)
 
 
 class TestStore:
@@ -644,9 +644,9 @@ class TestStore:
 
     def test_in_flight_requests_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Requests that never get an answer do not grow memory without bound."""
-        from litellm_governance.integration import calibration_store as _calibration_store
+        from litellm_governance.integration import learning
 
-        monkeypatch.setattr(_calibration_store, "_CALIBRATION_IN_FLIGHT", 3)
+        monkeypatch.setattr(learning, "_CALIBRATION_IN_FLIGHT", 3)
         store = CalibrationStore(shared=lambda: None)
         sent = Sent("d", 2000, 1.0, None, None, False)
         for i in range(10):

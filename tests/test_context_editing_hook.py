@@ -221,8 +221,7 @@ class TestBothHooks:
         from litellm_governance.integration import fields, routing
 
         entries = [{"litellm_params": {"model": name}} for name in group or ()]
-        for module in (context_editing, routing):
-            monkeypatch.setattr(module, "proxy_deployments", lambda _: entries)
+        monkeypatch.setattr(routing, "proxy_deployments", lambda _: entries)
         metadata = METADATA[fields.format_of(call_type) or "chat"]
         governance = GovernanceHook()
         data = {**body, "model": model, metadata: {}}  # (a group named as its model)

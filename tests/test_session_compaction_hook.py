@@ -16,7 +16,7 @@ litellm = pytest.importorskip("litellm")
 
 from litellm_governance import GovernanceConfig, GovernanceHook  # noqa: E402
 from litellm_governance._session_compaction import TOKEN_PREFIX, decode_summary  # noqa: E402
-from litellm_governance.integration import compaction_answers, context_editing, routing  # noqa: E402
+from litellm_governance.integration import compaction_answers, routing  # noqa: E402
 from litellm_governance.integration import session_compaction as sc  # noqa: E402
 
 from .test_session_compaction import (  # noqa: E402
@@ -39,8 +39,7 @@ def group(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def entries(_: object) -> list[dict[str, Any]]:
         return [{"litellm_params": {"model": name}} for name in models]
 
-    for module in (context_editing, routing):
-        monkeypatch.setattr(module, "proxy_deployments", entries)
+    monkeypatch.setattr(routing, "proxy_deployments", entries)
     return models
 
 

@@ -22,7 +22,7 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
-from litellm_governance.integration.logonce import MAX_KEYS, LogOnce, where
+from litellm_governance.integration.failures import MAX_KEYS, LogOnce, where
 
 ROOT = Path(__file__).resolve().parent.parent
 

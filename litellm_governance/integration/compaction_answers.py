@@ -1,19 +1,11 @@
 """Codex's remote compaction at the gateway, on the way out: the answer to a summary request the
-gateway planned (`session_compaction.Plan`) becomes exactly one ``compaction`` output item, in the
-form the client asked for, and nothing else is counted as output.
-
-* Streamed (the proxy's streaming iterator hook, `streamed`): the events Codex accepts, in order —
-  ``response.created`` and ``response.in_progress`` at once, then, once the deployment's answer is
-  read to its end, ``response.output_item.added`` and ``.done`` with the item and
-  ``response.completed`` with ``output: [item]`` and the deployment's ``usage``. None of the
-  deployment's own events reach the client.
-* JSON (the proxy's success hook, `answered`): the response with ``output: [item]``.
-
-The item holds the model's summary (its ``<summary>`` block, if it wrote one), or the session's note
-in ``note`` mode — and whenever the answer fails, breaks off or is empty: a compaction answer never
-fails (Codex would exit). One INFO line per answer (mode, outcome, tokens before and after, seconds;
-never content), and the same figures in ``spend_logs_metadata.governance_compaction``.
-"""
+gateway planned (`session_compaction.Plan`) becomes exactly one ``compaction`` output item — streamed
+(`streamed`: ``response.created`` and ``.in_progress`` at once, then, once the deployment's answer is
+read to its end, ``response.output_item.added``, ``.done`` and ``response.completed``; none of the
+deployment's own events reach the client) or JSON (`answered`). The item holds the model's summary,
+or the session's note in ``note`` mode and whenever the answer fails, breaks off or is empty: a
+compaction answer never fails (Codex would exit). One INFO line per answer, and the same figures in
+``spend_logs_metadata.governance_compaction`` (never content)."""
 
 from __future__ import annotations
 
@@ -24,12 +16,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 from .._session_compaction import compaction_item, summary_of_answer, text_tokens
-from .fields import call_id_of
-from .logonce import LogOnce
-from .reporting import logger
+from .failures import LogOnce, logger
+from .fields import call_id_of, spend_logs
 from .session_compaction import NOTE_ANSWER, STEP, Plan, plan_of
-
-__all__ = ["REPORT_KEY", "answered", "streamed"]
 
 #: Where an answer's figures go in ``spend_logs_metadata`` (next to the pass's report).
 REPORT_KEY: Final = "governance_compaction"
@@ -122,27 +111,15 @@ def _summary(plan: Plan, reading: _Reading | None, error: BaseException | None) 
 
 def _done(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
     """The answer's log line and figures (never content). Fails open."""
-    try:
-        _log(request, plan, summary, outcome)
-    except Exception as exc:  # noqa: BLE001 - the figures are not worth failing the answer for
-        _once.failure(exc, "compaction answer not logged (%s at %s)")
-
-
-def _log(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
-    seconds = time.perf_counter() - plan.started
-    after = text_tokens(summary, plan.model)
-    model, before = request.get("model"), plan.tokens_before
-    logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
-    metadata = request.get("litellm_metadata")
-    spend = metadata.setdefault("spend_logs_metadata", {}) if isinstance(metadata, dict) else None
-    if isinstance(spend, dict):
-        spend[REPORT_KEY] = {
-            "mode": plan.mode,
-            "outcome": outcome,
-            "tokens_before": plan.tokens_before,
-            "tokens_after": after,
-            "seconds": round(seconds, 3),
-        }
+    with _once.guard("compaction answer not logged (%s at %s)"):
+        seconds = time.perf_counter() - plan.started
+        after = text_tokens(summary, plan.model)
+        model, before = request.get("model"), plan.tokens_before
+        logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
+        spend = spend_logs(request, "litellm_metadata") if isinstance(request, dict) else None
+        if spend is not None:
+            figures = {"mode": plan.mode, "outcome": outcome, "tokens_before": before, "tokens_after": after}
+            spend[REPORT_KEY] = {**figures, "seconds": round(seconds, 3)}
 
 
 async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -170,10 +147,7 @@ async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> 
                 reading.feed(found)
     except Exception as exc:  # noqa: BLE001 - the note stands in: a compaction answer never fails
         error = exc
-    try:
-        summary, outcome = _summary(plan, reading, error)
-    except Exception as exc:  # noqa: BLE001 - the note stands in
-        summary, outcome = _summary(plan, None, exc)
+    summary, outcome = _summary(plan, reading, error)
     item = compaction_item(summary)
     usage = reading.usage if plan.mode == "model" and isinstance(reading.usage, Mapping) else _NO_USAGE
     closing = {**base, "status": "completed", "output": [item], "usage": usage}

@@ -1,45 +1,13 @@
-"""Anthropic's context editing and compaction, for deployments that do not have them.
-
-A ``/v1/messages`` request may ask Anthropic to edit its history server-side
-(``context_management.edits``: ``clear_tool_uses_20250919``, ``clear_thinking_20251015``,
-``compact_20260112``) and may carry ``compaction`` blocks the provider reads the history from; a
-``/v1/responses`` request may carry OpenAI ``compaction`` items. Where the deployment's provider
-has the feature it passes untouched. Where it does not, the gateway does it before the provider
-sees the request (`_context_editing`, `_compaction`), removes what it did from the request, and
-answers ``context_management.applied_edits`` as Anthropic does — in the JSON response (every
-LiteLLM path) and in the streamed ``message_delta`` event (the proxy).
-
-What each kind of deployment has (`native_features`; LiteLLM 1.108, read from its sources):
-
-* ``anthropic/``: everything.
-* Claude on Bedrock (InvokeModel, LiteLLM's ``/v1/messages`` path for ``bedrock/``): LiteLLM keeps
-  ``clear_tool_uses_20250919`` and ``compact_20260112`` (adding their betas) and drops
-  ``clear_thinking_20251015`` silently — for models that have context editing (Claude 4 and
-  later; older models refuse the field: "context_management: Extra inputs are not permitted").
-* Claude on Vertex AI and Azure AI: the field passes through; Claude 4 and later have it.
-* ``bedrock/claude_platform/``: LiteLLM drops the field.
-* Every other deployment — DeepSeek's Anthropic endpoint, and every route LiteLLM translates
-  (``/v1/messages`` to a chat provider or to OpenAI's Responses API): nothing. On the chat route
-  LiteLLM 1.108 has a polyfill of its own, run between the outer deployment hook and the inner
-  chat call (``adapters/handler.py``): ``clear_tool_uses`` with ``trigger`` and ``keep`` only
-  (``clear_at_least``, ``exclude_tools``, ``clear_tool_inputs`` ignored with a warning),
-  ``clear_thinking`` skipped, ``compact_20260112`` only with a summary model configured; it slices
-  client compaction blocks into a system-prompt prefix. The gateway runs first (the proxy's
-  pre-call hook, or the outer deployment hook) and removes every edit it applies and every
-  compaction block it replaces, so LiteLLM's polyfill sees only what is left (``compact_20260112``,
-  unknown types): no edit is applied twice.
-
-In the proxy's pre-call hook (before routing) the gateway applies only what none of the model
-group's deployments has; the deployment hook does the rest for the deployment LiteLLM chose.
-"""
+"""Anthropic's context editing and compaction where the deployment lacks them (docs/formats.md): done
+before the provider sees the request, removed from it (so LiteLLM 1.108's own polyfill, which runs
+after these hooks, applies nothing twice), and answered as ``context_management.applied_edits`` in
+the JSON response and the streamed ``message_delta`` event."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -57,21 +25,8 @@ from .._formats import FORMATS
 from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
-from .fields import HISTORY, METADATA, call_id_of, holds_compaction
-from .logonce import LogOnce, where
-from .reporting import logger
-from .routing import proxy_deployments, translated_later
-
-__all__ = [
-    "APPLIED_KEY",
-    "COMPACT",
-    "REPORT_KEY",
-    "answered",
-    "group_deployments",
-    "native_features",
-    "prepare",
-    "streamed",
-]
+from .failures import LogOnce, logger
+from .fields import HISTORY, METADATA, holds_compaction, in_metadata, spend_logs
 
 #: Anthropic's server-side compaction edit (LiteLLM polyfills it only with a summary model).
 COMPACT: Final = "compact_20260112"
@@ -83,38 +38,36 @@ _EDITING_MODELS: Final = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:[4-9]|\d\d
 APPLIED_KEY: Final = "_governance_applied_edits"
 #: Where the applied edits are recorded for logging (``spend_logs_metadata``, next to the report).
 REPORT_KEY: Final = "governance_context_editing"
-#: Applied edits by LiteLLM call id, for a streamed answer whose request data is not the hook's.
-_RECENT: Final = 1024
 
 _failures = LogOnce(logger)
-_by_call: OrderedDict[str, tuple[dict[str, Any], ...]] = OrderedDict()
-_by_call_lock = threading.Lock()
 
 
 def native_features(target: Deployment, fmt: Format, translated: bool) -> frozenset[str]:
-    """What `target`'s provider does itself with a request in `fmt` (see the module docstring)."""
+    """What `target`'s provider does itself with a request in `fmt` (nothing on a route LiteLLM
+    translates)."""
     return frozenset() if translated else _NATIVE[fmt](target)
+
+
+def _messages_features(target: Deployment) -> frozenset[str]:
+    """LiteLLM 1.108, read from its sources: ``anthropic/`` has everything; Claude 4 and later on
+    Bedrock (InvokeModel) all but ``clear_thinking``, which LiteLLM drops silently (older models refuse
+    the field), on Vertex AI and Azure AI everything; ``bedrock/claude_platform/`` nothing (LiteLLM
+    drops the field); every other provider nothing."""
+    provider, bare = split_provider(target.model, target.provider)
+    model = f"{target.model} {bare}".lower()
+    if provider == "anthropic":
+        return _EVERYTHING
+    if provider == "bedrock" and "claude_platform/" not in model and _EDITING_MODELS.search(model):
+        return frozenset({CLEAR_TOOL_USES, COMPACT})
+    if (provider.startswith("vertex_ai") or provider == "azure_ai") and _EDITING_MODELS.search(model):
+        return _EVERYTHING
+    return frozenset()
 
 
 def _responses_features(target: Deployment) -> frozenset[str]:
     """OpenAI's and Azure's own Responses API compact; nothing else does."""
     provider, _ = split_provider(target.model, target.provider)
     return frozenset({COMPACT}) if provider in ("openai", "azure") else frozenset()
-
-
-def _messages_features(target: Deployment) -> frozenset[str]:
-    """What a deployment serving ``/v1/messages`` natively has (the module docstring's list)."""
-    provider, bare = split_provider(target.model, target.provider)
-    model = f"{target.model} {bare}".lower()
-    if provider == "anthropic":
-        return _EVERYTHING
-    if provider == "bedrock":
-        if "claude_platform/" in model or not _EDITING_MODELS.search(model):
-            return frozenset()
-        return frozenset({CLEAR_TOOL_USES, COMPACT})
-    if provider.startswith("vertex_ai") or provider == "azure_ai":
-        return _EVERYTHING if _EDITING_MODELS.search(model) else frozenset()
-    return frozenset()
 
 
 #: What a deployment does itself, per request format (chat has nothing to edit or compact).
@@ -125,21 +78,6 @@ _NATIVE: Final[Mapping[Format, Callable[[Deployment], frozenset[str]]]] = {
 }
 
 
-def group_deployments(group: object, fmt: Format) -> list[tuple[Deployment, bool]]:
-    """The proxy model group's deployments, each with whether LiteLLM translates `fmt` for it."""
-    found = []
-    for entry in proxy_deployments(group) if isinstance(group, str) else ():
-        params = entry.get("litellm_params")
-        if not isinstance(params, Mapping) or not isinstance(params.get("model"), str):
-            continue
-        provider = params.get("custom_llm_provider")
-        info = entry.get("model_info")
-        kwargs = {"model": params["model"], "custom_llm_provider": provider, "model_info": info}
-        target = Deployment(params["model"], provider if isinstance(provider, str) else None, info)
-        found.append((target, translated_later(fmt, kwargs)))
-    return found
-
-
 def prepare(
     request: dict[str, Any],
     fmt: Format,
@@ -147,75 +85,57 @@ def prepare(
 ) -> dict[str, Any] | None:
     """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
     context edits, replace compaction blocks or items. The changed request (a copy), or None."""
-    history_key = HISTORY[fmt]
-    history = request.get(history_key)
+    history = request.get(HISTORY[fmt])
     if not isinstance(history, list):
         return None
     edits = requested_edits(request.get("context_management")) if FORMATS[fmt].context_edits else []
     if not edits and not holds_compaction(history, fmt):
         return None  # the common case, decided without asking LiteLLM anything
-    try:
-        deployments = list(targets())
-        if not deployments:
-            return None
-        missing = set(_EVERYTHING)
-        for target, translated in deployments:
-            missing &= _EVERYTHING - native_features(target, fmt, translated)
-        if not edits and COMPACT not in missing:
-            return None  # every target compacts itself
-        return _prepare(request, fmt, history_key, frozenset(missing), deployments[0][0])
-    except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
-        _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open: the request goes on as it came
-        _failures.log(
-            (type(exc).__name__, where(exc)),
-            logging.WARNING,
-            "context editing skipped (%s at %s); request sent unchanged",
-            type(exc).__name__,
-            where(exc),
-        )
+    with _failures.guard("context editing skipped (%s at %s); request sent unchanged"):
+        try:
+            deployments = list(targets())
+            missing = set(_EVERYTHING)
+            for target, translated in deployments:
+                missing &= _EVERYTHING - native_features(target, fmt, translated)
+            if not deployments or (not edits and COMPACT not in missing):
+                return None  # every target compacts itself
+            return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0])
+        except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
+            _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
     return None
 
 
 def _prepare(
-    request: dict[str, Any], fmt: Format, history_key: str, missing: frozenset[str], target: Deployment
+    request: dict[str, Any], fmt: Format, edits: list[Mapping[str, Any]], missing: frozenset[str], target: Deployment
 ) -> dict[str, Any] | None:
-    history = request[history_key]
+    key = HISTORY[fmt]
     changed: dict[str, Any] = {}
     applied: tuple[dict[str, Any], ...] = ()
-    if COMPACT in missing:
-        place = FORMATS[fmt].compaction
-        replaced = without_compaction(history, place) if place is not None else None
-        if replaced is not None:
-            history = changed[history_key] = replaced
+    place = FORMATS[fmt].compaction
+    replaced = without_compaction(request[key], place) if COMPACT in missing and place is not None else None
+    if replaced is not None:
+        changed[key] = replaced
     spec = request.get("context_management")
     types = APPLIED_HERE & missing
-    asked = requested_edits(spec) if FORMATS[fmt].context_edits else []
-    if isinstance(spec, Mapping) and any(e.get("type") in types for e in asked):
+    if isinstance(spec, Mapping) and any(e.get("type") in types for e in edits):
         count = prompt_counter(
             target.model,
             system=request.get("system"),
             tools=request.get("tools"),
             token_ratio=PROFILES["anthropic"].token_ratio,  # the edits' thresholds are Anthropic's tokens
         )
+        history = changed.get(key, request[key])
         outcome = apply_context_edits(history, spec, count=count, thinking=request.get("thinking"), types=types)
-        changed[history_key] = outcome.messages
-        changed["context_management"] = outcome.remaining
+        changed[key] = outcome.messages
+        changed["context_management"] = outcome.remaining  # None: nothing left in it, the field goes
         applied = outcome.applied_edits
     if not changed:
         return None
-    dropped = {k for k, v in changed.items() if v is None}  # context_management with nothing left in it
-    updated = {k: v for k, v in request.items() if k not in dropped}
-    updated.update({k: v for k, v in changed.items() if v is not None})
+    updated = {k: v for k, v in {**request, **changed}.items() if v is not None or k not in changed}
     if applied:
         _remember(updated, fmt, applied)
-        logger.info(
-            "context editing for %s: %s",
-            target.model,
-            "; ".join(f"{e['type']} {_cleared(e)}" for e in applied),
-        )
+        cleared = "; ".join(f"{e['type']} {_cleared(e)}" for e in applied)
+        logger.info("context editing for %s: %s", target.model, cleared)
     return updated
 
 
@@ -228,35 +148,18 @@ def _cleared(edit: Mapping[str, Any]) -> str:
 def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any], ...]) -> None:
     """Keep the applied edits where the answer hooks find them, and in the logging payload."""
     key = METADATA[fmt]
-    metadata = request.get(key)
-    if not isinstance(metadata, dict):
-        metadata = request[key] = {}
-    every = (*metadata.get(APPLIED_KEY, ()), *applied)
-    metadata[APPLIED_KEY] = every
-    spend = metadata.get("spend_logs_metadata")
-    if not isinstance(spend, dict):
-        spend = metadata["spend_logs_metadata"] = {}
-    spend[REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
-    call_id = call_id_of(request)
-    if call_id is not None:
-        with _by_call_lock:
-            _by_call[call_id] = every
-            _by_call.move_to_end(call_id)
-            while len(_by_call) > _RECENT:
-                _by_call.popitem(last=False)
+    if not isinstance(request.get(key), dict):
+        request[key] = {}
+    every = request[key][APPLIED_KEY] = (*request[key].get(APPLIED_KEY, ()), *applied)
+    spend = spend_logs(request, key)
+    if spend is not None:
+        spend[REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
 
 
 def _applied(request: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    for key in ("litellm_metadata", "metadata"):
-        metadata = request.get(key)
-        found = metadata.get(APPLIED_KEY) if isinstance(metadata, Mapping) else None
-        if found:
-            return tuple(found)
-    call_id = call_id_of(request)
-    if call_id is not None:
-        with _by_call_lock:
-            return _by_call.get(call_id, ())
-    return ()
+    """The edits the gateway applied to `request`: LiteLLM hands the answer hooks the metadata dict the
+    deployment hook wrote them to (the proxy's ``litellm_metadata``)."""
+    return next((tuple(edits) for edits in in_metadata(request, APPLIED_KEY) if edits), ())
 
 
 def _merged(answer: object, applied: tuple[dict[str, Any], ...]) -> dict[str, Any]:
@@ -276,61 +179,38 @@ def answered(request: Mapping[str, Any], response: Any) -> Any:
 
 
 async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """A streamed Anthropic answer (SSE) with the applied edits in its ``message_delta`` event."""
+    """A streamed Anthropic answer (SSE, bytes or str chunks) with the applied edits in its
+    ``message_delta`` event, every other byte as it came; events are re-cut only until that one."""
     applied = _applied(request)
-    if not applied:
-        async for chunk in response:
-            yield chunk
-        return
-    rewriter = _DeltaRewriter(applied)
+    rest, done, as_bytes = "", not applied, True
     async for chunk in response:
-        yield rewriter.feed(chunk)
-    tail = rewriter.flush()
-    if tail:
-        yield tail
+        if done or not isinstance(chunk, (bytes, str)):
+            yield chunk
+            continue
+        as_bytes = isinstance(chunk, bytes)
+        *events, rest = (rest + (chunk.decode() if isinstance(chunk, bytes) else chunk)).split("\n\n")
+        out = ""
+        for event in events:
+            rewritten = None if done else _with_edits(event, applied)
+            done = done or rewritten is not None
+            out += (rewritten or event) + "\n\n"
+        if done:
+            out, rest = out + rest, ""
+        yield out.encode() if as_bytes else out
+    if rest:
+        yield rest.encode() if as_bytes else rest
 
 
-class _DeltaRewriter:
-    """Rewrites the ``message_delta`` event of an SSE stream (bytes or str chunks), passing every
-    other byte through; events are re-cut only until that one has gone by."""
-
-    def __init__(self, applied: tuple[dict[str, Any], ...]) -> None:
-        self._applied = applied
-        self._buffer = ""
-        self._done = False
-        self._bytes = True
-
-    def feed(self, chunk: Any) -> Any:
-        if self._done or not isinstance(chunk, (bytes, str)):
-            return chunk
-        self._bytes = isinstance(chunk, bytes)
-        self._buffer += chunk.decode() if isinstance(chunk, bytes) else chunk
-        out: list[str] = []
-        while "\n\n" in self._buffer and not self._done:
-            event, _, self._buffer = self._buffer.partition("\n\n")
-            out.append(self._rewrite(event) + "\n\n")
-        if self._done:
-            out.append(self._buffer)
-            self._buffer = ""
-        text = "".join(out)
-        return text.encode() if self._bytes else text
-
-    def flush(self) -> Any:
-        text, self._buffer = self._buffer, ""
-        return (text.encode() if self._bytes else text) if text else None
-
-    def _rewrite(self, event: str) -> str:
-        lines = event.split("\n")
-        for index, line in enumerate(lines):
-            if not line.startswith("data:"):
-                continue
-            try:
-                payload = json.loads(line[5:].strip())
-            except ValueError:
-                return event
-            if not isinstance(payload, dict) or payload.get("type") != "message_delta":
-                return event
-            payload["context_management"] = _merged(payload.get("context_management"), self._applied)
-            lines[index] = "data: " + json.dumps(payload)
-            self._done = True
-        return "\n".join(lines)
+def _with_edits(event: str, applied: tuple[dict[str, Any], ...]) -> str | None:
+    """The SSE `event` with `applied` added, if it is the ``message_delta`` event (else None)."""
+    lines = event.split("\n")
+    index = next((i for i, line in enumerate(lines) if line.startswith("data:")), None)
+    try:
+        payload = json.loads(lines[index][5:].strip()) if index is not None else None
+    except ValueError:
+        return None
+    if index is None or not isinstance(payload, dict) or payload.get("type") != "message_delta":
+        return None
+    payload["context_management"] = _merged(payload.get("context_management"), applied)
+    lines[index] = "data: " + json.dumps(payload)
+    return "\n".join(lines)

@@ -1,23 +1,90 @@
-"""What a pass does when governance fails: fail open (log once, note it in the report, send the
-request unchanged) or, where the operator set ``fail_closed``, reject it with a 400."""
+"""The plugin's logger, its one "warn once" helper (`LogOnce`), and what a pass does when governance
+fails: fail open (log once, say so in the report, send the request unchanged) or, where the operator
+set ``fail_closed``, reject it with a 400. Logged: types, code locations and figures, never content."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+import threading
+import time
+import traceback
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from litellm.exceptions import BadRequestError
 
 from .._errors import ConfigError
 from .._request import Format
-from .logonce import LogOnce, where
-from .reporting import logger, record
+from .fields import record
 
-__all__ = ["CONFIG_ERROR_INTERVAL", "Failures"]
+logger = logging.getLogger("litellm_governance")
 
+#: Keys a `LogOnce` remembers at most; past that the oldest is forgotten (its message may come again).
+MAX_KEYS: Final = 1024
 #: A configuration error is logged again at most this often (seconds) while it lasts.
 CONFIG_ERROR_INTERVAL: Final = 60.0
+
+
+class LogOnce:
+    """Logs a key's message at the level asked the first time, and again every `every` seconds when
+    set; in between at `then` (DEBUG by default; None: not at all). Safe to share between threads."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        every: float | None = None,
+        then: int | None = logging.DEBUG,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._every = every
+        self._then = then
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._logged: dict[Hashable, float] = {}
+
+    def due(self, key: Hashable) -> bool:
+        """Whether `key`'s message is due at full level now; if so it counts as logged from now."""
+        now = self._clock()
+        with self._lock:
+            last = self._logged.get(key)
+            if last is not None and (self._every is None or now - last < self._every):
+                return False
+            self._logged.pop(key, None)
+            self._logged[key] = now
+            while len(self._logged) > MAX_KEYS:
+                del self._logged[next(iter(self._logged))]
+            return True
+
+    def log(self, key: Hashable, level: int, msg: str, *args: object) -> None:
+        """``logger.log(level, msg, *args)`` when `key` is due, else at the quieter level (if any)."""
+        if self.due(key):
+            self._logger.log(level, msg, *args)
+        elif self._then is not None:
+            self._logger.log(self._then, msg, *args)
+
+    def failure(self, exc: BaseException, msg: str) -> None:
+        """A WARNING (once per kind and place) naming `exc`'s type and code location, never its text
+        (which may quote a request): `msg` has two ``%s``, for them."""
+        location = where(exc)
+        self.log((type(exc).__name__, location), logging.WARNING, msg, type(exc).__name__, location)
+
+    @contextlib.contextmanager
+    def guard(self, msg: str) -> Iterator[None]:
+        """Fail open: an exception in the block is logged as a `failure` and goes no further."""
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - fail open is the contract
+            self.failure(exc, msg)
+
+
+def where(exc: BaseException) -> str:
+    """Where `exc` was raised, as ``file.py:line``: code, never data, so always safe to log."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
 
 
 class Failures:
@@ -31,72 +98,39 @@ class Failures:
     def config_error(
         self, request: dict[str, Any], fmt: Format, stage: str, exc: ConfigError, *, fail_closed: bool
     ) -> None:
-        """A configuration error: reported as one (naming the field), again every minute while it
-        lasts; the request goes through ungoverned unless the operator set ``fail_closed``."""
+        """A configuration error (it names config fields and values, never content): the request goes
+        through ungoverned, unless the operator set ``fail_closed``."""
         if fail_closed:
             raise rejection(request, f"a configuration error: {exc}") from exc
-        message = str(exc)
-        # A configuration error names config fields and values, never request content.
         self._config_errors.log(
-            message,
+            str(exc),
             logging.WARNING,
             "governance skipped (configuration error, stage %s): %s; request sent unchanged",
             stage,
             exc,
         )
-        record(
-            request,
-            fmt,
-            {
-                "skipped": True,
-                "error": "ConfigError",
-                "config_error": message,
-                "format": fmt,
-                "stage": stage,
-                "changed": False,
-                "summary": "skipped (configuration error)",
-            },
-        )
+        entry = {"skipped": True, "error": "ConfigError", "config_error": str(exc), "format": fmt, "stage": stage}
+        record(request, fmt, {**entry, "changed": False, "summary": "skipped (configuration error)"})
 
     def failed(
-        self,
-        request: dict[str, Any],
-        fmt: Format,
-        stage: str,
-        exc: BaseException,
-        *,
-        fail_closed: bool,
-        client_error: bool = False,
+        self, request: dict[str, Any], fmt: Format, stage: str, exc: BaseException, *, fail_closed: bool, client: bool
     ) -> None:
-        """Fail closed (raise a 400), or log once and let the request through with a note."""
-        location = where(exc)
+        """Fail closed (raise a 400), or log once and let the request through with a note. `client`:
+        a request no provider takes (its text may be given to the client that sent it)."""
+        name, location = type(exc).__name__, where(exc)
         if fail_closed:
-            detail = f"{type(exc).__name__}: {exc}" if client_error else f"{type(exc).__name__} at {location}"
-            raise rejection(request, detail) from exc
-        kind = "not a governable request" if client_error else "internal error"
-        # Type and code location only: an exception's text may quote message content.
+            raise rejection(request, f"{name}: {exc}" if client else f"{name} at {location}") from exc
         self._failures.log(
-            (type(exc).__name__, location),
+            (name, location),
             logging.WARNING,
             "governance skipped (%s, %s at %s, stage %s): request sent unchanged",
-            kind,
-            type(exc).__name__,
+            "not a governable request" if client else "internal error",
+            name,
             location,
             stage,
         )
-        record(
-            request,
-            fmt,
-            {
-                "skipped": True,
-                "error": type(exc).__name__,
-                "where": location,
-                "format": fmt,
-                "stage": stage,
-                "changed": False,
-                "summary": f"skipped ({type(exc).__name__})",
-            },
-        )
+        entry = {"error": name, "where": location, "format": fmt, "stage": stage}
+        record(request, fmt, {"skipped": True, **entry, "changed": False, "summary": f"skipped ({name})"})
 
 
 def rejection(request: Mapping[str, Any], detail: str) -> BadRequestError:

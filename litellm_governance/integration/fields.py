@@ -1,37 +1,30 @@
 """Where the plugin's data sits in LiteLLM's requests and settings — the one module that knows: the
-format each call type carries, each format's history and metadata fields, where the report goes
-(``spend_logs_metadata``, which LiteLLM's standard logging payload keeps), and the key the plugin's
-options and per-request overrides sit under."""
+format each call type carries, each format's history and metadata fields, the key of the plugin's
+options and per-request overrides, and where its report goes (``spend_logs_metadata.governance`` of
+the request's LiteLLM metadata: LiteLLM's standard logging payload keeps it, so every logging
+integration sees it) and comes back as the proxy's response header."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._compaction import is_compaction
 from .._formats import FORMATS, Format, spec_for_call_type
-
-__all__ = [
-    "HISTORY",
-    "METADATA",
-    "SETTINGS_KEY",
-    "call_id_of",
-    "client_format",
-    "format_of",
-    "history_chars",
-    "holds_compaction",
-    "metadata_key",
-    "spend_logs",
-]
 
 #: The key in ``litellm.callback_settings`` (the proxy config's ``callback_settings:``) with our
 #: options, and in a request's metadata with its per-request overrides.
 SETTINGS_KEY: Final = "governance"
-#: Where each format keeps its history (the field a pass is keyed on).
+#: Where each format keeps its history.
 HISTORY: Final[Mapping[Format, str]] = {spec.name: spec.history for spec in FORMATS.values()}
-#: Where each format keeps LiteLLM's own metadata (Anthropic's and OpenAI's ``metadata`` is the
-#: provider's field on /v1/messages and /v1/responses: nothing of ours may go there).
+#: Where each format keeps LiteLLM's own metadata (``metadata`` on /v1/messages and /v1/responses is
+#: the provider's field: nothing of ours may go there).
 METADATA: Final[Mapping[Format, str]] = {spec.name: spec.metadata for spec in FORMATS.values()}
-# The metadata field of /v1/messages and /v1/responses requests (`METADATA`).
+#: Response header the proxy adds to governed requests.
+HEADER: Final = "x-litellm-governance"
+#: Where the report lives in ``spend_logs_metadata``.
+REPORT_KEY: Final = "governance"
+# The metadata field of /v1/messages and /v1/responses requests.
 _CLIENT_METADATA: Final = "litellm_metadata"
 
 
@@ -45,37 +38,60 @@ def client_format(request: Mapping[str, Any], fmt: Format) -> Format:
     """The format the client sent `request` in: on the call LiteLLM makes of a ``/v1/messages`` or
     ``/v1/responses`` request for a deployment that takes another format, the client's (its logging
     object keeps the client's call type), else `fmt` itself."""
-    logging_obj = request.get("litellm_logging_obj")
-    found = format_of(getattr(logging_obj, "call_type", None)) if logging_obj is not None else None
-    return found or fmt
+    return format_of(getattr(request.get("litellm_logging_obj"), "call_type", None)) or fmt
 
 
 def metadata_key(request: Mapping[str, Any], fmt: Format) -> str:
-    """The field of `request` with the LiteLLM metadata the plugin reads (per-request overrides) and
-    writes (its pass state and report): the format's own (`METADATA`), except on the chat call
-    LiteLLM makes when it translates a ``/v1/messages`` or ``/v1/responses`` request for a chat
-    deployment. That inner call has no ``metadata`` and carries the client request's
-    ``litellm_metadata``, the very dict: the client's overrides are there, and a report written there
-    is the one the response header and LiteLLM's logging payload show."""
+    """The field of `request` with the LiteLLM metadata the plugin reads and writes: the format's own,
+    except on the chat call LiteLLM makes when it translates a ``/v1/messages`` or ``/v1/responses``
+    request, which has no ``metadata`` and carries the client request's ``litellm_metadata`` (the very
+    dict, which the response header and LiteLLM's logging payload read)."""
     key = METADATA[fmt]
     carried = key != _CLIENT_METADATA and not isinstance(request.get(key), dict)
     return _CLIENT_METADATA if carried and isinstance(request.get(_CLIENT_METADATA), dict) else key
 
 
-def spend_logs(request: dict[str, Any], fmt: Format, *, create: bool) -> dict[str, Any] | None:
-    """``spend_logs_metadata`` in the request's LiteLLM metadata (made when `create` and missing):
-    the part of it LiteLLM's standard logging payload keeps."""
-    key = metadata_key(request, fmt)
-    metadata = request.get(key)
-    if metadata is None and create:
-        metadata = request[key] = {}
-    if not isinstance(metadata, dict):
-        return None
-    spend = metadata.get("spend_logs_metadata")
-    if isinstance(spend, dict) or not create or spend is not None:
-        return spend if isinstance(spend, dict) else None
-    spend = metadata["spend_logs_metadata"] = {}
-    return spend
+def spend_logs(request: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """``spend_logs_metadata`` of the request's LiteLLM metadata field `key`, made where missing: what
+    LiteLLM's standard logging payload keeps (None: a value of the client's that is no dict)."""
+    if request.get(key) is None:
+        request[key] = {}
+    metadata = request[key]
+    if isinstance(metadata, dict) and metadata.get("spend_logs_metadata") is None:
+        metadata["spend_logs_metadata"] = {}
+    spend = metadata.get("spend_logs_metadata") if isinstance(metadata, dict) else None
+    return spend if isinstance(spend, dict) else None
+
+
+def record(request: dict[str, Any], fmt: Format, entry: dict[str, Any]) -> None:
+    """Put the report `entry` at ``spend_logs_metadata.governance`` of the request's LiteLLM metadata."""
+    spend = spend_logs(request, metadata_key(request, fmt))
+    if spend is not None:
+        spend[REPORT_KEY] = entry
+
+
+def in_metadata(request: Mapping[str, Any], key: str) -> list[Any]:
+    """The values at `key` of the request's LiteLLM metadata fields (``litellm_metadata`` first)."""
+    fields = (request.get(_CLIENT_METADATA), request.get("metadata"))
+    return [metadata[key] for metadata in fields if isinstance(metadata, Mapping) and key in metadata]
+
+
+def report_slot(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The report recorded in `request`, in whichever field of LiteLLM metadata it is."""
+    for key in ("metadata", _CLIENT_METADATA):
+        metadata = request.get(key)
+        spend = metadata.get("spend_logs_metadata") if isinstance(metadata, dict) else None
+        report = spend.get(REPORT_KEY) if isinstance(spend, dict) else None
+        if isinstance(report, dict):
+            return report
+    return None
+
+
+def header(request: Mapping[str, Any]) -> dict[str, str] | None:
+    """The proxy's response header for `request`: the summary of its report, if it has one."""
+    report = report_slot(request)
+    summary = report.get("summary") if report else None
+    return {HEADER: summary} if isinstance(summary, str) else None
 
 
 def call_id_of(data: Mapping[str, Any]) -> str | None:
@@ -96,29 +112,21 @@ def history_chars(history: object) -> int:
         content = message["content"] if "content" in message else message.get("output")
         if isinstance(content, str):
             chars += len(content)
-        elif isinstance(content, list):
-            for block in content:
-                text = (block.get("text") or block.get("content")) if isinstance(block, Mapping) else None
-                chars += len(text) if isinstance(text, (str, list, dict)) else 0
+        for block in content if isinstance(content, list) else ():
+            text = (block.get("text") or block.get("content")) if isinstance(block, Mapping) else None
+            chars += len(text) if isinstance(text, (str, list, dict)) else 0
     return chars
 
 
 def holds_compaction(history: object, fmt: Format) -> bool:
-    """Whether a history holds a compaction block (Anthropic) or item (Responses): whether context
-    editing has anything to replace for a deployment without compaction."""
+    """Whether a history holds a compaction block (Anthropic) or item (Responses)."""
     where = FORMATS[fmt].compaction
     if where is None or not isinstance(history, list):
         return False
     for message in history:
-        if not isinstance(message, Mapping):
-            continue
-        if where == "item" and _is_compaction(message):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if where == "item" and is_compaction(message):
             return True
-        content = message.get("content")
-        if where == "block" and isinstance(content, list) and any(_is_compaction(b) for b in content):
+        if where == "block" and isinstance(content, list) and any(is_compaction(b) for b in content):
             return True
     return False
-
-
-def _is_compaction(value: object) -> bool:
-    return isinstance(value, Mapping) and value.get("type") == "compaction"

@@ -1,8 +1,10 @@
 """`GovernanceHook`, the LiteLLM callback: each LiteLLM hook method hands its work to the module that
-owns it (`passes` governs, `learning` calibrates, `reporting` answers the header hook)."""
+owns it (`passes` governs, `learning` calibrates, `metrics` counts). And `completion`, the synchronous
+drop-in (synchronous ``litellm.completion`` runs no hook that can change the messages)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -11,18 +13,15 @@ from litellm.integrations.custom_logger import CustomLogger
 from .._config import GovernanceConfig
 from .._errors import ConfigError
 from .._models import Deployment, import_litellm
-from .._request import Format
+from .._request import Format, govern_request
 from . import compaction_answers, context_editing, session_compaction
 from .failures import Failures
-from .fields import SETTINGS_KEY, format_of
+from .fields import SETTINGS_KEY, format_of, header
 from .learning import Learning, usage_of, usage_of_log_event
 from .metrics import metrics
-from .passes import Helpers, Stage, run_pass
-from .reporting import header
-from .routing import deployment_target, group_target, translated_later
+from .passes import Helpers, Stage, log_report, run_pass
+from .routing import deployment_target, group_deployments, group_target, translated_later
 from .summaries import Summaries
-
-__all__ = ["GovernanceHook"]
 
 
 class GovernanceHook(CustomLogger):
@@ -68,8 +67,8 @@ class GovernanceHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        """Proxy, before routing: fit the request to its model group — unless LiteLLM will translate it
-        for one of the group's deployments: that one is governed once, as the provider receives it."""
+        """Proxy, before routing: fit the request to its model group (unless LiteLLM translates it for a
+        deployment of the group: the translated call is governed)."""
         fmt = format_of(call_type)
         if self._disabled():
             return None
@@ -78,18 +77,16 @@ class GovernanceHook(CustomLogger):
             return None
         group = data.get("model")
         prepared = session_compaction.before_routing(data, fmt, lambda: self.config)
-        deployments = context_editing.group_deployments(group, fmt)
-        translated = any(later for _, later in deployments)
-        governed = await self._edit_then_govern(
-            data if prepared is None else prepared,
+        deployments = group_deployments(group, fmt)
+        return await self._edit_then_govern(
+            data,
+            prepared,
             "pre_call",
             fmt,
             deployments=lambda: deployments,
             target_of=lambda _: group_target(group, self.config),
-            govern=not translated,
+            govern=not any(later for _, later in deployments),
         )
-        session_compaction.reported(governed if governed is not None else prepared, fmt)
-        return governed if governed is not None else prepared
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """After routing (proxy, SDK, Router; every fallback): fit to the chosen deployment."""
@@ -99,23 +96,20 @@ class GovernanceHook(CustomLogger):
         prepared = session_compaction.at_deployment(kwargs, fmt)
         if prepared is not None and "mock_response" in prepared:
             return prepared  # answered with the session's note: nothing goes to the model
-        request = kwargs if prepared is None else prepared
-        translated = translated_later(fmt, request)
-        governed = await self._edit_then_govern(
-            request,
+        translated = translated_later(fmt, prepared or kwargs)
+        return await self._edit_then_govern(
+            kwargs,
+            prepared,
             "deployment",
             fmt,
-            deployments=lambda: [(deployment_target(request), translated)],
+            deployments=lambda: [(deployment_target(prepared or kwargs), translated)],
             target_of=deployment_target,
             govern=not translated,
         )
-        session_compaction.reported(governed if governed is not None else request, fmt)
-        return governed if governed is not None else prepared
 
     def _disabled(self) -> bool:
-        """Whether the operator turned the hook off (``enabled: false``): then it is a no-op, decided
-        before the history is looked at. A config that does not load is not "off": the pass reports
-        it on the request."""
+        """Whether the operator turned the hook off (a config that does not load is not "off": the pass
+        reports it on the request)."""
         try:
             return not self.config.enabled
         except ConfigError:
@@ -124,42 +118,42 @@ class GovernanceHook(CustomLogger):
     async def _edit_then_govern(
         self,
         request: dict[str, Any],
+        prepared: dict[str, Any] | None,
         stage: Stage,
         fmt: Format,
         *,
         deployments: Callable[[], Sequence[tuple[Deployment, bool]]],
         target_of: Callable[[dict[str, Any]], Deployment],
-        govern: bool = True,
+        govern: bool,
     ) -> dict[str, Any] | None:
-        """Context editing for what none of `deployments` does itself, then (unless not to `govern`:
-        LiteLLM translates the call, and the translated call is governed) the pass for the target
-        `target_of` names for the request as edited. The changed request, or None."""
-        edited = context_editing.prepare(request, fmt, deployments)
-        request = edited if edited is not None else request
-        if not govern:
-            return edited
+        """Context editing for what none of `deployments` does itself, then (if to `govern`) the pass
+        for the target `target_of` names; the report says when the gateway answers a compaction. The
+        request as it goes on (`prepared` by session compaction, edited, governed), or None: as it came."""
+        changed = context_editing.prepare(prepared or request, fmt, deployments) or prepared
+        current = changed or request
+        config = self._config_or_report(current, fmt, stage) if govern else None
+        if config is not None and config.enabled:
+            target = functools.partial(target_of, current)
+            changed = await run_pass(current, stage, fmt, config, target_of=target, helpers=self._helpers) or changed
+        session_compaction.reported(changed or request, fmt)
+        return changed
+
+    def _config_or_report(self, request: dict[str, Any], fmt: Format, stage: Stage) -> GovernanceConfig | None:
         try:
-            config = self.config
+            return self.config
         except ConfigError as exc:
             self._helpers.failures.config_error(request, fmt, stage, exc, fail_closed=False)
-            return edited
-        if not config.enabled:
-            return edited
-        governed = await run_pass(
-            request, stage, fmt, config, target_of=lambda: target_of(request), helpers=self._helpers
-        )
-        return governed if governed is not None else edited
+            return None
 
     async def async_post_call_streaming_iterator_hook(
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
-        """Proxy, streaming: the context edits the gateway applied, in the ``message_delta`` event;
-        the gateway's answer to a compaction request (`compaction_answers`)."""
+        """Proxy, streaming: the applied context edits; the answer to a compaction request."""
         async for chunk in compaction_answers.streamed(request_data, context_editing.streamed(request_data, response)):
             yield chunk
 
     async def async_post_call_success_hook(self, data: dict[str, Any], user_api_key_dict: Any, response: Any) -> Any:
-        """Proxy, JSON: the gateway's answer to a compaction request (`compaction_answers`)."""
+        """Proxy, JSON: the answer to a compaction request."""
         return compaction_answers.answered(data, response)
 
     async def async_post_call_response_headers_hook(
@@ -173,17 +167,14 @@ class GovernanceHook(CustomLogger):
         """Proxy: a short header saying what governance did."""
         return header(data)
 
-    # ---- calibration: learning from the provider's answers ---------------------------------------
-    # The deployment-level hooks fire inline, with the request as sent (LiteLLM 1.100 and later for
-    # failures); the log events fire once per client request, after the answer, and are what
-    # streaming responses and older LiteLLM versions leave. Whichever sees a request's answer first
-    # learns from it: the estimate of what was sent is taken from the in-flight table once.
+    # ---- calibration: the deployment hooks fire inline, with the request as sent (failures: LiteLLM
+    # 1.100 and later); the log events once per client request, after the answer (streaming too).
+    # Whichever sees an answer first learns from it: the estimate of what was sent is taken once.
 
     async def async_post_call_success_deployment_hook(
         self, request_data: dict[str, Any], response: Any, call_type: Any
     ) -> Any:
-        """A deployment answered (not streaming): learn its ratio from ``usage``; report the context
-        edits the gateway applied, as Anthropic does."""
+        """A deployment answered (not streaming): learn from ``usage``; report the applied context edits."""
         self._learning.learn_success(request_data, usage_of(response))
         return context_editing.answered(request_data, response)
 
@@ -210,6 +201,19 @@ class GovernanceHook(CustomLogger):
         metrics().logged(kwargs, lambda: self.config)
 
     def reset_calibration(self) -> None:
-        """Forget what this process learned: the token ratios (the shared cache keeps its keys: see
-        `calibration_store.CALIBRATION_KEY_PREFIX`)."""
-        self._learning.reset()
+        """Forget the token ratios this process learned (the shared cache keeps its keys)."""
+        self._learning.store.reset()
+
+
+def completion(*, config: GovernanceConfig | None = None, **kwargs: Any) -> Any:
+    """``litellm.completion`` with the request governed first. Without `config`, the options of the
+    first `GovernanceHook` in ``litellm.callbacks`` apply (as they do to the async calls), else the
+    defaults."""
+    litellm = import_litellm()
+    hooks = [c for c in getattr(litellm, "callbacks", None) or () if isinstance(c, GovernanceHook)]
+    chosen = config if config is not None else hooks[0].config if hooks else None
+    if chosen is not None and not chosen.enabled:
+        return litellm.completion(**kwargs)
+    governed = govern_request(kwargs, format="chat", config=chosen)
+    log_report(governed.report, "sync")
+    return litellm.completion(**governed.request)

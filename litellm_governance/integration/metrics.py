@@ -1,30 +1,8 @@
-"""Prometheus metrics, registered with ``prometheus_client`` next to LiteLLM's own, so the proxy's
-``/metrics`` serves them when its ``prometheus`` callback is on (``callbacks: ["prometheus",
-litellm_governance.proxy_handler_instance]``), in multi-worker mode too (``PROMETHEUS_MULTIPROC_DIR``,
-``--num_workers``: every value lives in the directory's files, and the gauge says how to merge them).
-
-`SERIES` is the table of what is exported (`examples/grafana_dashboard.json` queries only these):
-
-* ``litellm_governance_requests_total{model_group, format, outcome}``: one per client request, with
-  its final outcome (`OUTCOMES`), read from the report LiteLLM's logging payload carries when the
-  request is logged (success or failure; retries and fallbacks of one request count once);
-* ``litellm_governance_tokens_removed_total{model_group, step}``: the provider tokens each stage of
-  the pipeline removed (``report.tokens_removed``, the ``removed=`` of the header; a stage that added
-  more than it removed adds nothing);
-* ``litellm_governance_over_budget_total{model_group}``: requests still over budget after governance;
-* ``litellm_governance_max_output_lowered_total{model_group}``: requests whose own max output field
-  went out lowered to the reservation (``max_output=A->B`` in the header);
-* ``litellm_governance_latency_seconds{format}``: the time each governing pass took (a deployment pass
-  that finds the proxy's pre-call pass already did the work is not one);
-* ``litellm_governance_token_ratio{deployment}``: the token ratio the last pass for a deployment used
-  (the profile's, or the learned one);
-* ``litellm_governance_provider_context_rejections_total{deployment}``: context-length rejections.
-
-Label values are bounded: model groups and deployments (``provider/model``) only, never users, keys or
-content; at most `MAX_LABEL_VALUES` distinct values per label (more, e.g. from a wildcard route, count
-as ``other``), each cut to `MAX_LABEL_CHARS`. Without ``prometheus_client`` nothing is recorded and
-nothing fails; the start-up line says so. Recording never breaks a request.
-"""
+"""Prometheus metrics (`SERIES`), registered with ``prometheus_client`` next to LiteLLM's own, so the
+proxy's ``/metrics`` serves them when its ``prometheus`` callback is on, in multi-worker mode too
+(``PROMETHEUS_MULTIPROC_DIR``). Labels are model groups and deployments (``provider/model``) only,
+never users, keys or content; at most `MAX_LABEL_VALUES` values per label (later ones count as
+``other``). Without ``prometheus_client`` nothing is recorded; recording never breaks a request."""
 
 from __future__ import annotations
 
@@ -38,22 +16,8 @@ from typing import Any, Final
 
 from .._config import GovernanceConfig
 from .._steps import STAGES
-from .fields import format_of
-from .logonce import LogOnce
-from .reporting import REPORT_KEY, logger
-
-__all__ = [
-    "BUCKETS",
-    "MAX_LABEL_CHARS",
-    "MAX_LABEL_VALUES",
-    "OUTCOMES",
-    "SERIES",
-    "Metrics",
-    "Series",
-    "deployment_label",
-    "metrics",
-    "outcome_of",
-]
+from .failures import LogOnce, logger
+from .fields import REPORT_KEY, format_of
 
 #: A request's outcome: changed by governance, left as it was, not governed (disabled, or the client
 #: opted out), governance failed and the request went through as it was, a configuration error, or a
@@ -69,6 +33,7 @@ MAX_LABEL_CHARS: Final = 100
 _MULTIPROC_ENV: Final = ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir")
 # Client requests remembered as counted (by LiteLLM's trace id), and rejections (by call id).
 _SEEN: Final = 10_000
+_SKIPPED: Final = "metrics skipped (%s at %s): the request is not affected"
 
 
 @dataclass(frozen=True)
@@ -163,14 +128,9 @@ class _Labels:
 
     def __call__(self, label: str, value: object) -> str:
         text = value[:MAX_LABEL_CHARS] if isinstance(value, str) and value else "unknown"
-        seen = self._seen.get(label)
-        if seen is not None and text in seen:
-            return text
         with self._lock:
             seen = self._seen.setdefault(label, set())
-            if text in seen:
-                return text
-            if len(seen) >= MAX_LABEL_VALUES:
+            if text not in seen and len(seen) >= MAX_LABEL_VALUES:
                 return "other"
             seen.add(text)
             return text
@@ -179,9 +139,8 @@ class _Labels:
 class _Once:
     """Keys seen lately (bounded): whether a key is new."""
 
-    def __init__(self, size: int = _SEEN) -> None:
+    def __init__(self) -> None:
         self._keys: OrderedDict[str, None] = OrderedDict()
-        self._size = size
         self._lock = threading.Lock()
 
     def first(self, key: str) -> bool:
@@ -189,25 +148,22 @@ class _Once:
             if key in self._keys:
                 return False
             self._keys[key] = None
-            while len(self._keys) > self._size:
+            while len(self._keys) > _SEEN:
                 self._keys.popitem(last=False)
             return True
 
 
 class Metrics:
     """The plugin's metrics in one registry (``prometheus_client``'s default one unless given).
-    ``available`` is False, and every method does nothing, without ``prometheus_client`` (or with
-    `enabled` False: what the benchmark compares against)."""
+    ``available`` is False, and every method does nothing, without ``prometheus_client``."""
 
-    def __init__(self, registry: Any = None, *, client: Any = None, enabled: bool = True) -> None:
-        if client is None and enabled:
-            try:
-                client = importlib.import_module("prometheus_client")
-            except ImportError:
-                client = None
+    def __init__(self, registry: Any = None) -> None:
+        try:
+            client: Any = importlib.import_module("prometheus_client")
+        except ImportError:
+            client = None
         self.available = client is not None
-        # prometheus_client reads either spelling.
-        self.multiprocess = any(os.environ.get(name) for name in _MULTIPROC_ENV)
+        self.multiprocess = any(os.environ.get(name) for name in _MULTIPROC_ENV)  # (either spelling)
         self._labels = _Labels()
         self._requests_seen = _Once()
         self._rejections_seen = _Once()
@@ -217,25 +173,18 @@ class Metrics:
         target = registry if registry is not None else client.REGISTRY
         by_name = {s.name: s for s in SERIES}
 
-        def series(name: str) -> tuple[str, str, tuple[str, ...]]:
-            found = by_name[name]
-            # prometheus_client adds ``_total`` to a counter's name itself.
-            return found.name.removesuffix("_total"), found.documentation, found.labels
+        def make(kind: Any, name: str, **extra: Any) -> Any:
+            found = by_name[name]  # (prometheus_client adds ``_total`` to a counter's name itself)
+            return kind(found.name.removesuffix("_total"), found.documentation, found.labels, registry=target, **extra)
 
-        self._requests = client.Counter(*series("litellm_governance_requests_total"), registry=target)
-        self._tokens = client.Counter(*series("litellm_governance_tokens_removed_total"), registry=target)
-        self._over_budget = client.Counter(*series("litellm_governance_over_budget_total"), registry=target)
-        self._lowered = client.Counter(*series("litellm_governance_max_output_lowered_total"), registry=target)
-        self._latency = client.Histogram(
-            *series("litellm_governance_latency_seconds"), registry=target, buckets=BUCKETS
-        )
+        self._requests = make(client.Counter, "litellm_governance_requests_total")
+        self._tokens = make(client.Counter, "litellm_governance_tokens_removed_total")
+        self._over_budget = make(client.Counter, "litellm_governance_over_budget_total")
+        self._lowered = make(client.Counter, "litellm_governance_max_output_lowered_total")
+        self._rejections = make(client.Counter, "litellm_governance_provider_context_rejections_total")
+        self._latency = make(client.Histogram, "litellm_governance_latency_seconds", buckets=BUCKETS)
         # Several workers each know a ratio per deployment: the one set last is the one in use.
-        self._ratio = client.Gauge(
-            *series("litellm_governance_token_ratio"), registry=target, multiprocess_mode="mostrecent"
-        )
-        self._rejections = client.Counter(
-            *series("litellm_governance_provider_context_rejections_total"), registry=target
-        )
+        self._ratio = make(client.Gauge, "litellm_governance_token_ratio", multiprocess_mode="mostrecent")
 
     def describe(self) -> str:
         """For the start-up line: whether metrics are recorded, and how they are served."""
@@ -244,36 +193,25 @@ class Metrics:
         mode = " (multi-process)" if self.multiprocess else ""
         return f'metrics: litellm_governance_* recorded{mode}, served on /metrics when callbacks include "prometheus"'
 
-    # ---- what is recorded ------------------------------------------------------------------------
-
     def logged(self, kwargs: Mapping[str, Any], config_of: Callable[[], GovernanceConfig]) -> None:
         """A request was logged (success or failure): count it once, with its final report."""
-        if not self.available:
-            return
-        try:
-            self._logged(kwargs, config_of)
-        except Exception as exc:  # noqa: BLE001 - metrics never break a request
-            self._failed(exc)
+        if self.available:
+            with self._failures.guard(_SKIPPED):
+                self._logged(kwargs, config_of)
 
     def governed_pass(self, fmt: str, seconds: float, deployment: str | None, ratio: float | None) -> None:
         """A pass governed a request (or failed to) in `seconds`, for `deployment` at `ratio`."""
-        if not self.available:
-            return
-        try:
-            self._latency.labels(fmt).observe(seconds)
-            if deployment is not None and ratio is not None:
-                self._ratio.labels(self._labels("deployment", deployment)).set(ratio)
-        except Exception as exc:  # noqa: BLE001 - metrics never break a request
-            self._failed(exc)
+        if self.available:
+            with self._failures.guard(_SKIPPED):
+                self._latency.labels(fmt).observe(seconds)
+                if deployment is not None and ratio is not None:
+                    self._ratio.labels(self._labels("deployment", deployment)).set(ratio)
 
     def context_rejection(self, call_id: str | None, deployment: str) -> None:
         """A provider rejected a request for its length (counted once per call, whichever hook saw it)."""
-        if not self.available or (call_id is not None and not self._rejections_seen.first(call_id)):
-            return
-        try:
-            self._rejections.labels(self._labels("deployment", deployment)).inc()
-        except Exception as exc:  # noqa: BLE001 - metrics never break a request
-            self._failed(exc)
+        if self.available and (call_id is None or self._rejections_seen.first(call_id)):
+            with self._failures.guard(_SKIPPED):
+                self._rejections.labels(self._labels("deployment", deployment)).inc()
 
     def _logged(self, kwargs: Mapping[str, Any], config_of: Callable[[], GovernanceConfig]) -> None:
         payload = kwargs.get("standard_logging_object")
@@ -282,32 +220,21 @@ class Metrics:
         if fmt is None:
             return  # not a request governance reads (embeddings, /v1/completions ...)
         entry = _entry(payload, kwargs)
-        if entry is None:
-            try:
-                enabled = config_of().enabled
-            except Exception:  # noqa: BLE001 - a broken config reports itself on the request
-                return
-            if enabled:
-                return  # governed elsewhere (a translated inner call) or not at all: not counted
-            entry = {"skipped": True, "reason": "disabled"}
+        entry = entry if entry is not None else _disabled(config_of)
         request = payload.get("trace_id") or kwargs.get("litellm_trace_id") or kwargs.get("litellm_call_id")
-        if isinstance(request, str) and request and not self._requests_seen.first(request):
-            return  # a retry or fallback of a request already counted
+        if entry is None or (isinstance(request, str) and request and not self._requests_seen.first(request)):
+            return  # governed elsewhere (a translated inner call), or a retry or fallback already counted
         group = self._labels("model_group", payload.get("model_group") or kwargs.get("model"))
         report_format = entry.get("format")
         self._requests.labels(group, report_format if isinstance(report_format, str) else fmt, outcome_of(entry)).inc()
         removed = entry.get("tokens_removed")
-        if isinstance(removed, Mapping):
-            for stage, tokens in removed.items():
-                if isinstance(tokens, int) and tokens > 0 and isinstance(stage, str):
-                    self._tokens.labels(group, self._labels("step", stage)).inc(tokens)
+        for stage, tokens in removed.items() if isinstance(removed, Mapping) else ():
+            if isinstance(tokens, int) and tokens > 0 and isinstance(stage, str):
+                self._tokens.labels(group, self._labels("step", stage)).inc(tokens)
         if entry.get("over_budget") is True:
             self._over_budget.labels(group).inc()
         if isinstance(entry.get("max_output_lowered_from"), int):
             self._lowered.labels(group).inc()
-
-    def _failed(self, exc: BaseException) -> None:
-        self._failures.failure(exc, "metrics skipped (%s at %s): the request is not affected")
 
 
 def _entry(payload: Mapping[str, Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -325,6 +252,16 @@ def _entry(payload: Mapping[str, Any], kwargs: Mapping[str, Any]) -> Mapping[str
     return None
 
 
+def _disabled(config_of: Callable[[], GovernanceConfig]) -> Mapping[str, Any] | None:
+    """The entry of a request without a report: ``skipped`` when the operator turned governance off,
+    else None (governed elsewhere, or not at all: not counted). A broken config reports itself."""
+    try:
+        enabled = config_of().enabled
+    except Exception:  # noqa: BLE001 - a broken config reports itself on the request
+        return None
+    return None if enabled else {"skipped": True, "reason": "disabled"}
+
+
 _built: list[Metrics] = []
 _build_lock = threading.Lock()
 
@@ -332,8 +269,7 @@ _build_lock = threading.Lock()
 def metrics() -> Metrics:
     """The process's metrics, on ``prometheus_client``'s default registry (built on first use, once:
     every hook of the process shares them)."""
-    if not _built:
-        with _build_lock:
-            if not _built:
-                _built.append(Metrics())
+    with _build_lock:
+        if not _built:
+            _built.append(Metrics())
     return _built[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -16,16 +17,13 @@ from .._errors import ConfigError, InvalidRequestError
 from .._models import Deployment
 from .._report import GovernanceReport
 from .._request import Format, GovernedRequest, govern_request
-from .failures import Failures
-from .fields import HISTORY, call_id_of, client_format, history_chars, metadata_key
+from .failures import Failures, LogOnce, logger
+from .fields import HISTORY, call_id_of, client_format, history_chars, metadata_key, record
 from .learning import Learning, Ratio
 from .metrics import deployment_label, metrics
 from .overrides import bounded_window, request_overrides
-from .reporting import log_report, record, with_notes
 from .routing import known_window
 from .summaries import SUMMARY_MARKER, Summaries, attribution, summary_scope
-
-__all__ = ["OFF_LOOP_CHARS", "STATE_KEY", "TRANSLATED_NOTE", "PassState", "Stage", "run_pass"]
 
 #: Which pass: the proxy's, before routing, or the deployment hook's (proxy, SDK, Router).
 Stage = Literal["pre_call", "deployment"]
@@ -40,28 +38,26 @@ STATE_KEY: Final = "_governance_state"
 #: The report's note on the call LiteLLM made of a client's /v1/messages or /v1/responses request for
 #: a deployment that takes another format: governed there, once, as the deployment receives it.
 TRANSLATED_NOTE: Final = "translated by LiteLLM for its deployment: governed once, as the deployment receives it"
+# Deployments whose budget was 0 (warned about once each).
+_no_budget = LogOnce(logger)
 
 
 @dataclass(frozen=True)
 class PassState:
-    """What the last pass over a request governed: the history, for which target, with which config."""
+    """What the last pass over a request governed: the history, for which target, with which config
+    and learned ratio (None: the profile's)."""
 
     history_id: int
     target_key: object
     config: GovernanceConfig
     pre_call_report: GovernanceReport | None
-    #: The learned ratio the pass used (None: the profile's).
     token_ratio: float | None = None
 
     def matches(self, history: object, target: Deployment, config: GovernanceConfig, ratio: float | None) -> bool:
-        """Whether governing `history` for `target` now would repeat that pass."""
-        # id() is safe here: the list is alive in the very request this state belongs to.
-        return (id(history), target.key(), config, ratio) == (
-            self.history_id,
-            self.target_key,
-            self.config,
-            self.token_ratio,
-        )
+        """Whether governing `history` for `target` now would repeat that pass (id() is safe: the list
+        is alive in the very request this state belongs to)."""
+        now = (id(history), target.key(), config, ratio)
+        return now == (self.history_id, self.target_key, self.config, self.token_ratio)
 
 
 @dataclass(frozen=True)
@@ -71,13 +67,6 @@ class Helpers:
     learning: Learning
     failures: Failures
     summaries: Summaries | None = None
-
-
-def _state(request: Mapping[str, Any], fmt: Format) -> PassState | None:
-    """The state the proxy's previous pass left in `request`'s metadata, if any."""
-    metadata = request.get(metadata_key(request, fmt))
-    state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
-    return state if isinstance(state, PassState) else None
 
 
 async def run_pass(
@@ -94,7 +83,8 @@ async def run_pass(
     metadata = request.get(metadata_key(request, fmt))
     if isinstance(metadata, dict) and metadata.get(SUMMARY_MARKER):
         return None  # the plugin's own summary request: nothing to govern
-    previous = _state(request, fmt)
+    state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
+    previous = state if isinstance(state, PassState) else None
     target: Deployment | None = None
     started = time.perf_counter()
     try:
@@ -103,9 +93,6 @@ async def run_pass(
             record(request, fmt, {**_DISABLED, "format": fmt, "stage": stage})
             return None
         target = target_of()
-        client = client_format(request, fmt)
-        if client != fmt:
-            notes.append(TRANSLATED_NOTE)
         if client_window is not None:
             config = bounded_window(config, client_window, known_window(config, target))
         ratio = await helpers.learning.ratio(target, request, config) if config.calibrate else None
@@ -114,7 +101,7 @@ async def run_pass(
             if ratio is not None and previous.pre_call_report is not None:
                 helpers.learning.remember_sent(request, fmt, ratio.key, previous.pre_call_report, replace=False)
             return None
-        helpers.learning.forget(call_id_of(request))
+        helpers.learning.store.forget(call_id_of(request))
         scope = _summary_scope(config, target, metadata)
         summaries = helpers.summaries.ready_for(scope) if helpers.summaries and scope else None
         governed = await _govern(request, fmt, config, target, ratio=ratio, summaries=summaries)
@@ -126,27 +113,44 @@ async def run_pass(
         return None
     label = deployment_label(target.model, target.provider)
     metrics().governed_pass(fmt, time.perf_counter() - started, label, governed.report.token_ratio)
-    report = replace(with_notes(governed.report, notes), format=client)  # the client's format, as sent
+    client = client_format(request, fmt)  # the report says the client's format, as sent
+    notes += [TRANSLATED_NOTE] if client != fmt else []
+    report = replace(governed.report, notes=(*governed.report.notes, *notes), format=client)
     log_report(report, stage)
     updated = _record(request, stage, fmt, report=report, governed=governed, previous=previous)
     if stage == "pre_call" or previous is not None:  # only the proxy runs two passes: its state stays there
         first = report if stage == "pre_call" else previous.pre_call_report if previous is not None else None
-        state = PassState(id(updated.get(HISTORY[fmt])), target.key(), config, first, _value(ratio))
-        metadata_of = updated.get(metadata_key(updated, fmt))
-        if isinstance(metadata_of, dict):
-            metadata_of[STATE_KEY] = state
+        _keep(updated, fmt, PassState(id(updated.get(HISTORY[fmt])), target.key(), config, first, _value(ratio)))
     if ratio is not None:
         helpers.learning.remember_sent(updated, fmt, ratio.key, report)
     if helpers.summaries is not None and scope and config.summary_model and governed.cut and report.cache_stable:
+        tokens = max(100, min(2_000, (report.budget or 0) // 10 - 60))  # the note's share of the budget
         caller = attribution(metadata) if isinstance(metadata, Mapping) else {}
-        budget = report.budget or 0
-        tokens = max(100, min(2_000, budget // 10 - 60))  # the note's share of the budget, less its frame
         helpers.summaries.schedule(governed.cut, config.summary_model, tokens, scope=scope, caller=caller)
     return updated if updated is not request else None
 
 
 def _value(ratio: Ratio | None) -> float | None:
     return ratio.value if ratio is not None else None
+
+
+def log_report(report: GovernanceReport, stage: str) -> None:
+    """The one INFO line for a changed request (figures only), and a WARNING, once per deployment, when
+    nothing of the window was left for the history (a max output the operator let the client keep)."""
+    if report.budget == 0 and report.context_window:
+        _no_budget.log(
+            report.model,
+            logging.WARNING,
+            "no budget left for the history of requests to %s: max output %d of a %d-token window "
+            "(set max_output_share, or fit_max_output: true)",
+            report.model,
+            report.max_output_tokens,
+            report.context_window,
+        )
+    if report.changed:
+        logger.info(
+            "governed %s [%s, %s, %s]: %s", report.model, report.format, report.profile, stage, report.summary()
+        )
 
 
 def _failed(
@@ -167,7 +171,7 @@ def _failed(
         failures.config_error(request, fmt, stage, error, fail_closed=config.fail_closed)
     else:
         client = isinstance(exc, InvalidRequestError)
-        failures.failed(request, fmt, stage, exc, fail_closed=config.fail_closed, client_error=client)
+        failures.failed(request, fmt, stage, exc, fail_closed=config.fail_closed, client=client)
 
 
 def _record(
@@ -185,6 +189,12 @@ def _record(
     combined = first.then(report) if first is not None else report
     record(request, fmt, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})
     return governed.request if report.changed else request
+
+
+def _keep(request: dict[str, Any], fmt: Format, state: PassState) -> None:
+    metadata = request.get(metadata_key(request, fmt))
+    if isinstance(metadata, dict):
+        metadata[STATE_KEY] = state
 
 
 def _summary_scope(config: GovernanceConfig, target: Deployment, metadata: object) -> str | None:

@@ -1,32 +1,23 @@
-"""Codex's remote compaction at the gateway, on the way in: which requests the gateway answers, the
-summary request they become, and the gateway's compaction items read back (`_session_compaction`
-says what each of those is; `compaction_answers` writes the answer).
+"""Codex's remote compaction at the gateway, on the way in (docs/codex-compaction.md; the pure part is
+`_session_compaction`, the answer `compaction_answers`).
 
-* `before_routing` (the proxy's pre-call hook, before routing and before LiteLLM translates
-  anything): the gateway's own compaction items in a ``/v1/responses`` ``input`` become messages
-  holding their summaries, whatever the deployment (OpenAI's too: it cannot read them, and a session
-  may change deployment). A request whose last item is ``compaction_trigger``, for a model group
-  with a deployment that has no compaction of its own (every deployment but OpenAI's and Azure's
-  own Responses API: `context_editing.native_features`), becomes a summary request, routed, governed
-  and paid for like any other, with a `Plan` in its LiteLLM metadata for the answer hooks. Groups
-  whose every deployment compacts natively get the request as it came, OpenAI's items byte for byte.
-* `at_deployment` (after routing; the SDK's only hook): the same read-back, and, in ``note`` mode,
-  the note as LiteLLM's own ``mock_response`` on the call it makes for a deployment without a
-  Responses API of its own, so no model is asked.
-* `refuse_websocket`: LiteLLM 1.108 serves the Responses API over a WebSocket too (``GET
-  /v1/responses``), where no callback sees or changes what is streamed back; Codex, configured with
-  ``openai_base_url``, tries it first. For a Codex session that announces remote compaction, on a
-  group the gateway answers for, the session is refused; Codex retries a few times (about 3 s) and
-  then uses HTTP for the whole session.
-* `reported`: the pass's report says ``compacted_session`` (`_steps`).
+* `before_routing` (the proxy's pre-call hook): the gateway's own compaction items in a Responses
+  ``input`` become messages holding their summaries, whatever the deployment; a request whose last
+  item is ``compaction_trigger``, for a model group with a deployment without compaction of its own,
+  becomes a summary request with a `Plan` in its LiteLLM metadata for the answer hooks.
+* `at_deployment` (after routing; the SDK's only hook): the same read-back, and in ``note`` mode the
+  note as LiteLLM's own ``mock_response``, so no model is asked.
+* `refuse_websocket`: LiteLLM 1.108 also serves the Responses API over a WebSocket, where no callback
+  sees the answer; a Codex session announcing remote compaction on a group the gateway answers for is
+  refused, and Codex falls back to HTTP (after about 3 s).
+* `reported`: the pass's report says ``compacted_session``.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -35,28 +26,11 @@ from .._models import Deployment
 from .._report import GovernanceReport
 from .._request import Format
 from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
-from .context_editing import COMPACT, group_deployments, native_features
-from .fields import METADATA, metadata_key
-from .logonce import LogOnce
+from .context_editing import COMPACT, native_features
+from .failures import LogOnce, logger
+from .fields import METADATA, in_metadata, metadata_key, record, report_slot
 from .passes import STATE_KEY, PassState
-from .reporting import logger, record, report_slot
-from .routing import deployment_target, translated_later
-
-__all__ = [
-    "FALLBACK",
-    "NOTE_ANSWER",
-    "NOTE_FALLBACK",
-    "PLAN_KEY",
-    "STEP",
-    "Plan",
-    "WebSocketRefused",
-    "at_deployment",
-    "before_routing",
-    "needs_gateway",
-    "plan_of",
-    "refuse_websocket",
-    "reported",
-]
+from .routing import deployment_target, group_deployments, proxy_router, translated_later
 
 #: Key of the `Plan` in the request's LiteLLM metadata.
 PLAN_KEY: Final = "_governance_compaction"
@@ -91,10 +65,6 @@ class Plan:
     model: str
     started: float
 
-    def __deepcopy__(self, memo: dict[int, object]) -> Plan:
-        """Itself (frozen): LiteLLM deep-copies request metadata, the note need not be."""
-        return self
-
 
 class WebSocketRefused(Exception):
     """Raised by the pre-call hook to turn a Codex WebSocket session away (see `refuse_websocket`)."""
@@ -103,28 +73,19 @@ class WebSocketRefused(Exception):
 def plan_of(request: Mapping[str, Any] | None) -> Plan | None:
     """The `Plan` in a request's (or a translated call's) LiteLLM metadata, if it is a compaction the
     gateway answers."""
-    if not isinstance(request, Mapping):
-        return None
-    for key in ("litellm_metadata", "metadata"):
-        metadata = request.get(key)
-        plan = metadata.get(PLAN_KEY) if isinstance(metadata, Mapping) else None
-        if isinstance(plan, Plan):
-            return plan
-    return None
+    plans = in_metadata(request, PLAN_KEY) if isinstance(request, Mapping) else []
+    return next((plan for plan in plans if isinstance(plan, Plan)), None)
 
 
-def needs_gateway(targets: Sequence[tuple[Deployment, bool]]) -> bool:
-    """Whether one of `targets` (deployment, translated by LiteLLM?) has no compaction of its own."""
-    return any(COMPACT not in native_features(target, "responses", translated) for target, translated in targets)
-
-
-def _targets(group: object) -> list[tuple[Deployment, bool]]:
-    """The proxy model group's deployments (each with whether LiteLLM translates a Responses request for
-    it); a name that is no group of the proxy's stands for itself (its provider prefix says the provider)."""
-    found = group_deployments(group, "responses")
-    if not found and isinstance(group, str) and group:
-        found = [(Deployment(group), False)]
-    return found
+def _answering_for(group: object) -> Deployment | None:
+    """The deployment whose tokenizer counts the session when the gateway answers compaction requests
+    for model group `group` (a deployment of it has no compaction of its own; a name that is no group of
+    the proxy's stands for itself); None when every deployment compacts natively."""
+    targets = group_deployments(group, "responses")
+    if not targets and isinstance(group, str) and group:
+        targets = [(Deployment(group), False)]
+    lacking = any(COMPACT not in native_features(target, "responses", later) for target, later in targets)
+    return targets[0][0] if lacking else None
 
 
 def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
@@ -132,14 +93,10 @@ def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
     model group the gateway answers compaction requests for: only over HTTP can it answer them."""
     if getattr(call_type, "value", call_type) != WEBSOCKET_CALL:
         return
-    group = data.get("model")
-    try:
-        if not _announces_remote_compaction(data) or not needs_gateway(_targets(group)):
-            return
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open: the session goes on
-        _once.failure(exc, "Responses WebSocket session let through (%s at %s)")
+    group, refuse = data.get("model"), False
+    with _once.guard("Responses WebSocket session let through (%s at %s)"):
+        refuse = _announces_remote_compaction(data) and _answering_for(group) is not None
+    if not refuse:
         return
     _once.log(
         ("websocket", group),
@@ -165,23 +122,18 @@ def _announces_remote_compaction(data: Mapping[str, Any]) -> bool:
 
 def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], GovernanceConfig]) -> dict[str, Any] | None:
     """The request with the gateway's compaction items read back, and a compaction request for a
-    group the gateway answers for turned into a summary request (a new dict; None: unchanged). Looking
-    for the items is a check of each item's ``type`` (about 12 µs for 400 items). Fails open."""
+    group the gateway answers for turned into a summary request (a new dict; None: unchanged). Fails
+    open."""
     if fmt != "responses" or not isinstance(data.get("input"), list):
         return None
-    try:
+    with _once.guard("compaction request left as sent (%s at %s)"):
         replaced = read_back(data["input"])
         request = data if replaced is None else {**data, "input": replaced}
-        if is_trigger_request(request):
-            targets = _targets(data.get("model"))
-            if needs_gateway(targets):
-                return _planned(request, config(), targets[0][0])
+        target = _answering_for(data.get("model")) if is_trigger_request(request) else None
+        if target is not None:
+            return _planned(request, config(), target)
         return request if replaced is not None else None
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open: the request goes on as it came
-        _once.failure(exc, "compaction request left as sent (%s at %s)")
-        return None
+    return None
 
 
 def _planned(request: Mapping[str, Any], config: GovernanceConfig, target: Deployment) -> dict[str, Any]:
@@ -193,10 +145,9 @@ def _planned(request: Mapping[str, Any], config: GovernanceConfig, target: Deplo
         out["model"] = config.summary_model
     if not note_mode and isinstance(out.get("model"), str):
         out["fallbacks"] = _with_note_fallback(request.get("fallbacks"), out["model"])
-    key = METADATA["responses"]
-    metadata = out.get(key)
+    metadata = out.get(METADATA["responses"])
     if not isinstance(metadata, dict):
-        metadata = out[key] = {}
+        metadata = out[METADATA["responses"]] = {}
     metadata[PLAN_KEY] = Plan(config.compaction, session.note, session.tokens, target.model, time.perf_counter())
     return out
 
@@ -209,8 +160,7 @@ def _with_note_fallback(client: object, group: str) -> list[Any]:
     if isinstance(client, list):
         base = list(client)
     else:
-        server = sys.modules.get("litellm.proxy.proxy_server")  # the proxy's router, where there is one
-        configured = getattr(getattr(server, "llm_router", None), "fallbacks", None)
+        configured = getattr(proxy_router(), "fallbacks", None)
         base = list(configured) if isinstance(configured, list) else []
     entries = [e for e in base if isinstance(e, Mapping) and len(e) == 1]
     own = next((e[group] for e in entries if group in e), None)
@@ -228,7 +178,7 @@ def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
     (the SDK), and in ``note`` mode the call LiteLLM makes for a deployment without a Responses API
     of its own answered by LiteLLM's ``mock_response`` (the note) instead of the model. A new dict,
     or None: unchanged."""
-    try:
+    with _once.guard("compaction read-back skipped (%s at %s)"):
         plan = plan_of(kwargs)
         if plan is not None and plan.mode != "model" and fmt == "chat":
             return {**kwargs, "mock_response": NOTE_ANSWER}
@@ -243,10 +193,6 @@ def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
         if replaced is not None:
             out = {**(out or kwargs), "input": replaced}
         return out
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - fail open
-        _once.failure(exc, "compaction read-back skipped (%s at %s)")
     return None
 
 
@@ -282,14 +228,9 @@ def reported(request: dict[str, Any] | None, fmt: Format) -> None:
     """Say ``compacted_session`` in the report of a summary request the gateway answers (the pass's
     report, and the one the proxy's next pass builds on). Fails open."""
     plan = plan_of(request)
-    if plan is None or request is None:
-        return
-    try:
-        _report(request, fmt, plan)
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the report is not worth failing the request for
-        _once.failure(exc, "compacted_session not reported (%s at %s)")
+    if plan is not None and request is not None:
+        with _once.guard("compacted_session not reported (%s at %s)"):
+            _report(request, fmt, plan)
 
 
 def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:

@@ -15,18 +15,11 @@ from .._config import GovernanceConfig, short_repr, suggestion
 from .._errors import ConfigError
 from .._models import import_litellm
 from .._profiles import PROFILES
+from .failures import logger
 from .fields import SETTINGS_KEY
 from .hook import GovernanceHook
 from .metrics import metrics
-from .reporting import logger
-
-__all__ = [
-    "check_model_list",
-    "check_proxy_settings",
-    "configured_model_list",
-    "proxy_instance",
-    "validate_deployments",
-]
+from .routing import proxy_router
 
 #: How the proxy's log lines look when the operator configured no logging for us.
 LOG_FORMAT: Final = "%(asctime)s - litellm_governance - %(levelname)s - %(message)s"
@@ -39,18 +32,20 @@ _MODEL_INFO_FIELDS: Final = ("governance_profile",)
 
 def proxy_instance() -> GovernanceHook:
     """The hook for the proxy's config loader: logging set up (unless the operator did), settings
-    checked, one start-up line saying what is active, the model list checked once it exists."""
-    # In a proxy, show one line per changed request unless the operator configured logging.
+    checked (a wrong one stops start-up), one start-up line saying what is active, the model list
+    checked again once the router exists."""
     if not logger.handlers and logger.level == logging.NOTSET:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-    check_proxy_settings()
+    _check_proxy_settings()
     try:
         hook = GovernanceHook()
-        models = configured_model_list()
-        check_model_list(models)
+        models = _configured_model_list()
+        problems = validate_deployments(models)
+        if problems:
+            raise ConfigError("; ".join(problems))
         for warning in output_warnings(models, hook.config):
             logger.warning("%s", warning)
     except ConfigError as exc:
@@ -68,12 +63,10 @@ def proxy_instance() -> GovernanceHook:
     return hook
 
 
-def check_proxy_settings() -> None:
+def _check_proxy_settings() -> None:
     """Warn about a ``callback_settings`` section that looks like a misspelling of ours."""
     settings = getattr(import_litellm(), "callback_settings", None)
-    if not isinstance(settings, Mapping):
-        return
-    for name in settings:
+    for name in settings if isinstance(settings, Mapping) else ():
         if isinstance(name, str) and name != SETTINGS_KEY and suggestion(name, [SETTINGS_KEY]):
             logger.warning(
                 "callback_settings.%s is not read by litellm-governance: did you mean callback_settings.%s?",
@@ -82,28 +75,18 @@ def check_proxy_settings() -> None:
             )
 
 
-def configured_model_list() -> list[Mapping[str, Any]]:
+def _configured_model_list() -> list[Mapping[str, Any]]:
     """The ``model_list`` of the config the proxy is loading (LiteLLM keeps the whole config before
-    it loads callbacks, and builds its router after them); empty outside a proxy, or where this
-    LiteLLM keeps no such state (the deployments are then checked once the router exists)."""
+    it loads callbacks, and builds its router after them); empty outside a proxy."""
     server = sys.modules.get("litellm.proxy.proxy_server")
     config = getattr(getattr(server, "proxy_config", None), "config", None)
     models = config.get("model_list") if isinstance(config, Mapping) else None
     return [m for m in models if isinstance(m, Mapping)] if isinstance(models, list) else []
 
 
-def check_model_list(deployments: list[Mapping[str, Any]]) -> None:
-    """Raise a `ConfigError` naming every deployment whose governance fields are wrong (an unknown
-    profile, a misspelt field), with a "did you mean": like a misspelt option, it stops start-up
-    rather than sending that model's requests ungoverned."""
-    problems = validate_deployments(deployments)
-    if problems:
-        raise ConfigError("; ".join(problems))
-
-
 def validate_deployments(deployments: list[Mapping[str, Any]]) -> list[str]:
-    """Problems in the governance fields of a proxy's ``model_list`` (one line each, naming the
-    deployment and the field)."""
+    """Problems in the governance fields of a proxy's ``model_list`` (an unknown profile, a misspelt
+    field), one line each, naming the deployment and the field, with a "did you mean"."""
     problems: list[str] = []
     for where, info in _model_infos(deployments):
         for key in info:
@@ -131,14 +114,14 @@ def _model_infos(deployments: list[Mapping[str, Any]]) -> list[tuple[str, Mappin
 
 def output_warnings(deployments: list[Mapping[str, Any]], config: GovernanceConfig) -> list[str]:
     """A max output — the deployment's own, or the plugin's default — at or above a deployment's
-    window: said at start-up (the reservation is capped at ``max_output_share`` of the window, so the
-    history keeps a budget, but the setting is not what the operator meant)."""
+    window (the reservation is capped at ``max_output_share`` of the window, but the setting is not
+    what the operator meant)."""
     found = []
+    cap = f"the reservation is capped at max_output_share ({config.max_output_share}) of the window"
     for where, info in _model_infos(deployments):
         window = info.get("max_input_tokens")
         if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
             continue
-        cap = f"the reservation is capped at max_output_share ({config.max_output_share}) of the window"
         stated = info.get("max_output_tokens")
         if isinstance(stated, int) and not isinstance(stated, bool) and stated >= window:
             found.append(f"{where}: model_info.max_output_tokens ({stated}) is not below its window ({window}): {cap}")
@@ -152,7 +135,7 @@ def output_warnings(deployments: list[Mapping[str, Any]], config: GovernanceConf
 
 def _validate_proxy_models_soon() -> None:
     """Once the proxy has built its router (callbacks load before the model list), check every
-    deployment's governance fields and say what is wrong at start-up."""
+    deployment's governance fields: what is found then came later (models added at run time)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -160,16 +143,11 @@ def _validate_proxy_models_soon() -> None:
     deadline = time.monotonic() + _ROUTER_WAIT
 
     def check() -> None:
-        try:
-            from litellm.proxy import proxy_server
-        except ImportError:  # pragma: no cover
-            return
-        router = getattr(proxy_server, "llm_router", None)
+        router = proxy_router()
         if router is None:
             if time.monotonic() < deadline:
                 loop.call_later(_ROUTER_POLL, check)
             return
-        # What start-up checked stopped it; what is found here came later (models added at run time).
         for problem in validate_deployments(list(getattr(router, "model_list", None) or [])):
             logger.error("configuration error: %s (requests to it are sent ungoverned)", problem)
 

@@ -1,47 +1,32 @@
 """Summaries of cut turns written by a model (``summary_model``), off the request path.
 
-When a cut removes turns, the request carries the deterministic note for them (`_trace`). With
-``summary_model`` set — a model group of the same proxy (or Router), or a model string in the SDK —
-the plugin also asks that model, in the background, for a summary of the cut turns. No request
-waits for it: the note is used until the summary is ready, the summary from then on for as long as
-the cut point stays where it is (so the prompt cache holds), and a new cut point gets a new summary.
-Summaries are kept per process and shared through the proxy's Redis like calibration
-(`calibration_store.shared_cache`), under `SUMMARY_KEY_PREFIX`, for `SUMMARY_TTL` seconds. A
-failure changes nothing but a warning (once).
-
-A summary holds what the model saw, so it is found only by the same cut turns in the same scope: its
-key is a SHA-256 digest of the cut messages exactly as sent (`_cut_turns.CutTurns.key`) within a
-scope (`summary_scope`) that digests the summary model, the prompt's version, the deployment the
-request goes to and the tenant — the caller's LiteLLM team, or key, or nobody
-(``summary_sharing``). A summary request is attributed to the caller that caused it: the
-``user_api_key*`` fields of the caller's LiteLLM metadata go with it, so LiteLLM's spend tracking
-charges the caller's key and team (its budgets are checked on the caller's own requests only).
-
-Only requests governed with ``cache_stable`` get summaries: there a cut point lasts many turns;
-with the literal rules it moves on every turn, and a summary would never be used.
+With ``summary_model`` set, the plugin asks that model in the background for a summary of the turns
+a cut removed; no request waits for it: the deterministic note (`_trace`) is used until the summary
+is ready, the summary from then on while the cut point stays (so the prompt cache holds). Only
+``cache_stable`` requests get summaries: elsewhere the cut point moves every turn. Summaries are kept
+per process and shared through the proxy's Redis, under `SUMMARY_KEY_PREFIX`. A summary holds what
+the model saw, so it is found only by the same cut turns (`CutTurns.key`) in the same scope
+(`summary_scope`: summary model, prompt, deployment, tenant), and its request is charged to the caller
+that caused it (`attribution`). A failure changes nothing but a warning (once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-import sys
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 from .._cut_turns import CutTurns, transcript
-from .calibration_store import shared_cache
-from .logonce import LogOnce, where
-
-__all__ = ["SUMMARY_KEY_PREFIX", "SUMMARY_MARKER", "SUMMARY_PROMPT", "Summaries", "attribution", "summary_scope"]
-
-logger = logging.getLogger("litellm_governance")
+from .failures import LogOnce, logger, where
+from .routing import proxy_router, shared_cache, shared_get, shared_set
 
 #: Key of a cut point's summary in the proxy's shared cache, followed by a digest of its scope and
-#: `CutTurns.key` (`_shared_key`). (v1 keyed summaries by the cut turns' note lines: never read.)
+#: `CutTurns.key` (`_shared_key`).
 SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v2:"
 #: Seconds a summary lives in the shared cache.
 SUMMARY_TTL: Final = 7 * 24 * 3600
@@ -50,8 +35,7 @@ SUMMARY_MARKER: Final = "_governance_summary"
 #: Summaries a process keeps, and summary requests in flight at once (more are not started).
 _KEPT: Final = 1024
 _IN_FLIGHT: Final = 2
-#: Seconds one shared-cache read or write may take, and one summary request.
-_CACHE_TIMEOUT: Final = 0.25
+#: Seconds one summary request may take.
 _REQUEST_TIMEOUT: Final = 120.0
 SUMMARY_PROMPT: Final = (
     "Earlier turns of an AI agent's session had to be cut from its context window. Summarize them for "
@@ -127,9 +111,8 @@ class Summaries:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self) -> None:
-        """Wait for the summaries under way (tests, and a clean shutdown). A task that has finished
-        leaves `_tasks` only when its done-callback runs, on a later turn of the loop; awaiting it
-        again does not yield, so only unfinished tasks are waited for (else this spun for ever)."""
+        """Wait for the summaries under way (tests, and a clean shutdown); a finished task leaves
+        `_tasks` only on a later turn of the loop, so only unfinished ones are waited for."""
         while pending := [task for task in self._tasks if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
@@ -148,18 +131,19 @@ class Summaries:
         try:
             shared = shared_cache()
             key = _shared_key(scope, cut.key)
+            cached = None
             if shared is not None:
-                cached = await _read(shared, key)
-                if isinstance(cached, str) and cached.strip():
-                    self._keep(scope, cut.key, cached)
-                    return
+                with contextlib.suppress(Exception):  # the shared cache is optional: ask the model instead
+                    cached = await shared_get(shared, key)
+            if isinstance(cached, str) and cached.strip():
+                self._keep(scope, cut.key, cached)
+                return
             summary = await _ask(model, cut, max_tokens, caller)
             if summary:
                 self._keep(scope, cut.key, summary)
                 if shared is not None:
-                    await _write(shared, key, summary)
-        except asyncio.CancelledError:
-            raise
+                    with contextlib.suppress(Exception):  # kept in this process anyway
+                        await shared_set(shared, key, summary, SUMMARY_TTL)
         except Exception as exc:  # noqa: BLE001 - a summary never breaks anything: the note stays
             # Type and code location only: an exception's text may quote the conversation.
             self._failures.log(
@@ -187,7 +171,7 @@ async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, 
         "max_tokens": max_tokens,
         "metadata": {**caller, SUMMARY_MARKER: True},
     }
-    router = _proxy_router()
+    router = proxy_router()
     if router is not None and model in (getattr(router, "model_names", None) or ()):
         response = await asyncio.wait_for(router.acompletion(**kwargs), _REQUEST_TIMEOUT)
     else:
@@ -207,26 +191,3 @@ def _what_to_summarize(cut: CutTurns) -> str:
     if not cut.previous:
         return turns
     return f"Summary of the earlier turns:\n{cut.previous}\n\nThe turns after them:\n{turns}"
-
-
-def _proxy_router() -> Any:
-    server = sys.modules.get("litellm.proxy.proxy_server")
-    return getattr(server, "llm_router", None) if server is not None else None
-
-
-async def _read(cache: Any, key: str) -> object:
-    try:
-        return await asyncio.wait_for(cache.async_get_cache(key), _CACHE_TIMEOUT)
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - the shared cache is optional: ask the model instead
-        return None
-
-
-async def _write(cache: Any, key: str, summary: str) -> None:
-    try:
-        await asyncio.wait_for(cache.async_set_cache(key, summary, ttl=SUMMARY_TTL), _CACHE_TIMEOUT)
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - kept in this process anyway
-        return

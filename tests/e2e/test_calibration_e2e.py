@@ -32,7 +32,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
-from litellm_governance.integration.calibration_store import CALIBRATION_KEY_PREFIX
+from litellm_governance.integration.learning import CALIBRATION_KEY_PREFIX
 from litellm_governance.testing import RecordingUpstream
 
 from ._proxy import ProxyProcess
