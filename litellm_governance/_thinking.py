@@ -40,9 +40,14 @@ def _thinking_on(request: Mapping[str, Any], shape: Shape) -> bool:
     return shape == "fields" and isinstance(effort, str) and effort not in ("none", "disable")
 
 
-def _blocks(message: Mapping[str, Any], key: str) -> list[Any]:
-    value = message.get(key)
+def _blocks(message: object, key: str) -> list[Any]:
+    value = message.get(key) if isinstance(message, Mapping) else None
     return value if isinstance(value, list) else []
+
+
+def _has(message: object, kind: str) -> bool:
+    """`message` holds a content block of type `kind`."""
+    return any(isinstance(b, Mapping) and b.get("type") == kind for b in _blocks(message, "content"))
 
 
 def _open_loop_turn(history: Sequence[Any], shape: Shape) -> Mapping[str, Any] | None:
@@ -50,19 +55,12 @@ def _open_loop_turn(history: Sequence[Any], shape: Shape) -> Mapping[str, Any] |
     if not history or not isinstance(history[-1], Mapping):
         return None
     if shape == "blocks":
-        last = history[-1]
-        answers = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in _blocks(last, "content"))
         turn = history[-2] if len(history) > 1 else None
-        calls = isinstance(turn, Mapping) and any(
-            isinstance(b, Mapping) and b.get("type") == "tool_use" for b in _blocks(turn, "content")
-        )
-        return turn if answers and calls and isinstance(turn, Mapping) else None
+        return turn if _has(history[-1], "tool_result") and _has(turn, "tool_use") else None
     index = len(history) - 1
     while index >= 0 and isinstance(history[index], Mapping) and history[index].get("role") == "tool":
         index -= 1
-    if index == len(history) - 1 or index < 0:
-        return None
-    turn = history[index]
+    turn = history[index] if 0 <= index < len(history) - 1 else None
     return turn if isinstance(turn, Mapping) and turn.get("role") == "assistant" and turn.get("tool_calls") else None
 
 

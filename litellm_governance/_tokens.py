@@ -1,13 +1,13 @@
 """Token counting: tiktoken, loaded offline from LiteLLM's bundled files, with one bounded cache.
 
-tiktoken fetches its encodings over the network on first use and waits without a timeout where
-the network is cut. LiteLLM ships the two encodings we need; this module reads them directly
-(verifying their published SHA-256) and never lets tiktoken download anything. It does not
-import LiteLLM (which takes seconds): it only locates LiteLLM's package folder.
+tiktoken fetches its encodings over the network on first use, and waits without a timeout where the
+network is cut. LiteLLM ships the two encodings we need: this module reads them (verifying their
+published SHA-256) and never lets tiktoken download anything. It only locates LiteLLM's package
+folder: importing LiteLLM takes seconds.
 
-Agent loops resend the same history on every request, so the count of each message, and of each
-long text, is cached by a BLAKE2b digest of its content (`TokenCache`, bounded): what was seen
-before is hashed, not tokenized again. The cache holds digests and counts, never text.
+Agents resend the same history on every request, so the count of each message, and of each long
+text, is cached by a BLAKE2b digest of its content (`TokenCache`): what was seen before is hashed,
+not tokenized again. The cache holds digests and counts, never text.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._errors import TokenizerUnavailableError
+from ._messages import TEXT_PARTS
 
 __all__ = ["TokenCache", "TokenCounter", "encoding_for_model", "token_cache"]
 
@@ -51,7 +52,6 @@ IMAGE_TOKENS: Final = 1_200
 # Texts at least this long are cached by digest; shorter ones are quicker to encode than to look up.
 _CACHED_TEXT: Final = 32
 _IMAGE_PARTS: Final = frozenset({"image_url", "image", "input_image"})
-_TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 # Long texts are tokenized in slices of this many characters: tiktoken's o200k pattern panics on
 # runs of several hundred thousand blanks. A cut between slices can add a token, never lose one.
 _CHUNK: Final = 100_000
@@ -147,17 +147,10 @@ class TokenCache:
             self._young, self._old = {}, {}
 
 
-_caches: dict[int, TokenCache] = {}
-_caches_lock = threading.Lock()
-
-
+@cache
 def token_cache(size: int = 65_536) -> TokenCache:
     """The process's token-count cache holding at most `size` entries (one per size asked for)."""
-    with _caches_lock:
-        found = _caches.get(size)
-        if found is None:
-            found = _caches[size] = TokenCache(size)
-        return found
+    return TokenCache(size)
 
 
 class TokenCounter:
@@ -251,23 +244,19 @@ def _content_pieces(content: object, pieces: list[str], *, nested: bool = False)
     return the tokens counted as fixed."""
     if content is None:
         return 0
-    if isinstance(content, str):
-        pieces.append(content)
-        return 0
     if not isinstance(content, list):
-        pieces.append(_json(content))
+        pieces.append(content if isinstance(content, str) else _json(content))
         return 0
     fixed = 0
     for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
         if isinstance(part, str):
             pieces.append(part)
-        elif not isinstance(part, Mapping):
-            pieces.append(_json(part))
-        elif part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+        elif kind in TEXT_PARTS and isinstance(part.get("text"), str):
             pieces.append(part["text"])
-        elif part.get("type") in _IMAGE_PARTS:
+        elif kind in _IMAGE_PARTS:
             fixed += IMAGE_TOKENS
-        elif part.get("type") == "message" and not nested and isinstance(part.get("content"), list):
+        elif kind == "message" and not nested and isinstance(part.get("content"), list):
             # A Responses message item inside an assistant turn: its parts, one level down.
             fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, nested=True)
         else:
@@ -275,39 +264,27 @@ def _content_pieces(content: object, pieces: list[str], *, nested: bool = False)
     return fixed
 
 
-def _call_pieces(call: object, pieces: list[str]) -> int:
-    """Append the texts of one tool call (its id, name and arguments) to `pieces`; its fixed tokens."""
-    if not isinstance(call, Mapping):
-        return 4 + _content_pieces(call, pieces)
-    fixed = 4
-    if isinstance(call.get("id"), str):
-        pieces.append(call["id"])
-    function = call.get("function")
-    if isinstance(function, Mapping):
-        for value in (function.get("name"), function.get("arguments")):
-            if isinstance(value, str):
-                pieces.append(value)
-            elif isinstance(value, dict):  # parsed arguments (Anthropic's tool_use input)
-                pieces.append(_json(value))
-            else:
-                fixed += _content_pieces(value, pieces)
-    return fixed
-
-
 def _message_pieces(message: Mapping[str, Any], pieces: list[str]) -> int:
-    """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens."""
+    """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens:
+    the framing, and each tool call's (its id, name and arguments are pieces)."""
     fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
-    name = message.get("name")
-    if isinstance(name, str):
-        pieces.append(name)
+    if isinstance(message.get("name"), str):
+        pieces.append(message["name"])
         fixed += 1
     calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        fixed += sum(_call_pieces(call, pieces) for call in calls)
+    for call in calls if isinstance(calls, list) else ():
+        fixed += 4
+        if not isinstance(call, Mapping):
+            fixed += _content_pieces(call, pieces)
+            continue
+        if isinstance(call.get("id"), str):
+            pieces.append(call["id"])
+        function = call.get("function")
+        if isinstance(function, Mapping):
+            fixed += _content_pieces(function.get("name"), pieces) + _content_pieces(function.get("arguments"), pieces)
     if isinstance(message.get("tool_call_id"), str):
         pieces.append(message["tool_call_id"])
     for key in ("reasoning_content", "thinking_blocks"):
-        extra = message.get(key)
-        if extra:
-            fixed += _content_pieces(extra, pieces)
+        if message.get(key):
+            fixed += _content_pieces(message[key], pieces)
     return fixed
