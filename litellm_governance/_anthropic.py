@@ -147,15 +147,18 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> tuple[tuple[Messa
     content = message.get("content")
     if type(content) is not list:
         return ({"role": role, "content": content, ORIGIN: message},), True, False
-    if role == "assistant":
-        return _read_assistant(message, content, opener)
-    results: list[Message] = []
+    pieces: list[Message] = []  # an assistant message's calls, or a user message's results
     rest: list[Any] = []
     results_first = True
     compaction = False
+    marker: object = None  # a breakpoint on a tool_use block protects its turn
     for block in content:
         kind = block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
-        if kind == "tool_result" and role == "user":
+        if kind == "tool_use" and role == "assistant":
+            function = {"name": block.get("name"), "arguments": block.get("input")}
+            pieces.append({"id": block.get("id"), "type": "function", "function": function, ORIGIN: block})
+            marker = marker or block.get("cache_control")
+        elif kind == "tool_result" and role == "user":
             result: Message = {
                 "role": "tool",
                 "tool_call_id": block.get("tool_use_id"),
@@ -164,39 +167,23 @@ def _read(message: dict[str, Any], *, opener: bool = False) -> tuple[tuple[Messa
             }
             if block.get("cache_control"):
                 result["cache_control"] = block["cache_control"]
-            results.append(result)
+            pieces.append(result)
             results_first = results_first and not rest
         else:
             rest.append(block)
             compaction = compaction or kind == COMPACTION
-    if not results:
+    if role == "assistant":
+        turn: Message = {"role": "assistant", "content": rest, ORIGIN: Origin(message, tuple(content), opener=opener)}
+        if pieces:
+            turn["tool_calls"] = pieces
+        if marker:
+            turn["cache_control"] = marker
+        return (turn,), True, compaction
+    if not pieces:
         return ({"role": role, "content": content, ORIGIN: message},), True, compaction
     if rest:
-        results.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
-    return tuple(results), results_first, compaction
-
-
-def _read_assistant(message: dict[str, Any], content: list[Any], opener: bool) -> tuple[tuple[Message], bool, bool]:
-    """An assistant message: its ``tool_use`` blocks as calls, every other block as content."""
-    parts: list[Any] = []
-    calls: list[Message] = []
-    marker: object = None
-    compaction = False
-    for block in content:
-        kind = block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
-        if kind == "tool_use":
-            function = {"name": block.get("name"), "arguments": block.get("input")}
-            calls.append({"id": block.get("id"), "type": "function", "function": function, ORIGIN: block})
-            marker = marker or block.get("cache_control")
-        else:
-            parts.append(block)
-            compaction = compaction or kind == COMPACTION
-    assistant: Message = {"role": "assistant", "content": parts, ORIGIN: Origin(message, tuple(content), opener=opener)}
-    if calls:
-        assistant["tool_calls"] = calls
-    if marker:
-        assistant["cache_control"] = marker  # a breakpoint on a tool_use block protects this turn
-    return (assistant,), True, compaction
+        pieces.append({"role": "user", "content": rest, ORIGIN: Origin(message, continuation=True)})
+    return tuple(pieces), results_first, compaction
 
 
 def _is_recovered(message: Message) -> bool:
@@ -231,17 +218,8 @@ def _assistant_content(message: Message, found: Origin | None) -> Any:
     return interleave(content if isinstance(content, list) else _as_blocks(content), calls, order, _tool_use)
 
 
-def _tool_use(block: Any, call: Mapping[str, Any]) -> Any:
-    if isinstance(block, Mapping):
-        return block if block.get("id") == call.get("id") else {**block, "id": call.get("id")}
-    function = call.get("function")
-    function = function if isinstance(function, Mapping) else {}
-    return {
-        "type": "tool_use",
-        "id": call.get("id"),
-        "name": function.get("name"),
-        "input": function.get("arguments") or {},
-    }
+def _tool_use(block: Mapping[str, Any], call: Mapping[str, Any]) -> Any:
+    return block if block.get("id") == call.get("id") else {**block, "id": call.get("id")}
 
 
 def _as_blocks(content: object) -> list[Any]:

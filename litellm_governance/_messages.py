@@ -115,29 +115,22 @@ def interleave(
     parts: Sequence[Any], calls: object, order: Sequence[Any], make_call: Callable[[Any, Mapping[Any, Any]], Any]
 ) -> list[Any]:
     """An assistant turn's pieces for rendering: `parts` (its content, possibly edited or merged)
-    in their order, with each surviving call of `calls` put back where its own piece stood in the
-    client's `order`; ``make_call(piece, call)`` renders a call (``piece`` None for a new call).
-    Parts and calls are matched to `order` by identity, so whatever a step did not touch is the
+    in their order, with each surviving call of `calls` put back where its own piece (the client's
+    block or item it was read from) stood in the client's `order`, as ``make_call(piece, call)``.
+    Parts and pieces are matched to `order` by identity, so whatever a step did not touch is the
     client's own object."""
-    by_piece: dict[int, tuple[Any, Any]] = {}
-    loose: list[tuple[Any, Any]] = []
-    for call in calls if type(calls) is list else ():
-        piece = native_of(call) if isinstance(call, Mapping) else None
-        if piece is not None:
-            by_piece[id(piece)] = (piece, call)
-        else:
-            loose.append((None, call))
+    pending = {id(native_of(call)): (native_of(call), call) for call in (calls if type(calls) is list else ())}
     position = {id(piece): i for i, piece in enumerate(order)}
     out: list[Any] = []
     done = 0
     for part in parts:
         at = position.get(id(part))
         if at is not None and at >= done:
-            out.extend(make_call(*entry) for piece in order[done:at] if (entry := by_piece.pop(id(piece), None)))
+            out.extend(make_call(*entry) for piece in order[done:at] if (entry := pending.pop(id(piece), None)))
             done = at + 1
         out.append(part)
-    out.extend(make_call(*entry) for piece in order[done:] if (entry := by_piece.pop(id(piece), None)))
-    out.extend(make_call(*entry) for entry in (*by_piece.values(), *loose))
+    out.extend(make_call(*entry) for piece in order[done:] if (entry := pending.pop(id(piece), None)))
+    out.extend(make_call(*entry) for entry in pending.values())
     return out
 
 

@@ -200,11 +200,10 @@ class ResponsesOutline(Outline):
         """An output item: the client's own where no step touched it and it is of the kind its
         call needs (or its call is held upstream)."""
         native = native_of(message)
-        if id(message) in self._originals:
-            call_type = call_types.get(_call_id(native))
-            if not isinstance(call_type, str) or native.get("type") == f"{call_type}_output":
-                return native
-        return _output_item(message, call_types.get(message.get("tool_call_id")))
+        call_type = call_types.get(message.get("tool_call_id"))
+        own = id(message) in self._originals
+        fits = own and (not isinstance(call_type, str) or native.get("type") == f"{call_type}_output")
+        return native if fits else _output_item(message, call_type)
 
 
 def _side(item: Mapping[str, Any]) -> str | None:
@@ -252,18 +251,8 @@ def _parts(content: object) -> list[Any]:
     return [] if content is None else [content]
 
 
-def _call_item(item: Any, call: Mapping[str, Any]) -> Any:
-    if isinstance(item, Mapping):
-        return item if item.get("call_id") == call.get("id") else {**item, "call_id": call.get("id")}
-    function = call.get("function")
-    function = function if isinstance(function, Mapping) else {}
-    arguments = function.get("arguments")
-    return {
-        "type": "function_call",
-        "call_id": call.get("id"),
-        "name": function.get("name"),
-        "arguments": arguments if isinstance(arguments, str) else "{}",
-    }
+def _call_item(item: Mapping[str, Any], call: Mapping[str, Any]) -> Any:
+    return item if item.get("call_id") == call.get("id") else {**item, "call_id": call.get("id")}
 
 
 def _output_item(message: Message, call_type: Any) -> dict[str, Any]:
