@@ -219,17 +219,23 @@ def _json(value: object) -> str:
 
 
 def _flatten(value: object) -> str:
-    """Every key and scalar in `value`, without recursion (for nesting too deep for json)."""
+    """Every key and scalar in `value`, without recursion (for nesting too deep for json), each
+    container once (for a value that holds itself)."""
     parts: list[str] = []
     stack = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
+        if id(item) in seen:
+            continue
         if isinstance(item, Mapping):
+            seen.add(id(item))
             parts.append("{}")
             for key, inner in item.items():
                 parts.append(str(key) if isinstance(key, (str, int, float, bool)) else "?")
                 stack.append(inner)
         elif isinstance(item, (list, tuple)):
+            seen.add(id(item))
             parts.append("[]")
             stack.extend(item)
         elif isinstance(item, str):
