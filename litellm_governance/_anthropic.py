@@ -98,7 +98,11 @@ class AnthropicOutline(Outline):
         if len(system) == 1 and origin(system[0]) is not None and system[0]["content"] is self.system:
             fields["system"] = self.system
         elif system:
-            fields["system"] = _join_system([m.get("content") for m in system])
+            contents = [m.get("content") for m in system]
+            texts = all(isinstance(c, str) for c in contents)
+            fields["system"] = (
+                "\n\n".join(c for c in contents if c) if texts else [b for c in contents for b in _as_blocks(c)]
+            )
         elif self.system is not None:
             fields["system"] = self.system
         return fields
@@ -129,13 +133,16 @@ class AnthropicOutline(Outline):
         found = origin(message)
         base = found.native if found is not None and isinstance(found.native, Mapping) else {}
         role = message.get("role")
-        if role == "assistant":
-            return {**base, "role": "assistant", "content": _assistant_content(message, found)}
         content = message.get("content")
-        if role == "user":  # an assistant turn kept as the user's (`_roles`): no reasoning blocks there
+        order = found.order if found is not None else ()
+        if role == "assistant" and (message.get("tool_calls") or order):
+            # its blocks in their order, each surviving call put back where its tool_use block was
+            blocks = content if isinstance(content, list) else _as_blocks(content)
+            content = interleave(blocks, message.get("tool_calls"), order, _tool_use)
+        elif role == "user":  # an assistant turn kept as the user's (`_roles`): no reasoning blocks there
             if isinstance(content, list):
                 content = [b for b in content if not (isinstance(b, Mapping) and b.get("type") in _ASSISTANT_ONLY)]
-            return {**{k: v for k, v in base.items() if k != "content"}, "role": "user", "content": content}
+            base = {k: v for k, v in base.items() if k != "content"}
         return {**base, "role": role, "content": content}
 
 
@@ -207,17 +214,6 @@ def _result_block(message: Message) -> dict[str, Any]:
     return block
 
 
-def _assistant_content(message: Message, found: Origin | None) -> Any:
-    """An assistant turn's blocks: its content parts in their order, with each surviving call
-    put back where its ``tool_use`` block was (renamed if its id changed)."""
-    content = message.get("content")
-    calls = message.get("tool_calls")
-    order = found.order if found is not None else ()
-    if not calls and not order:
-        return content
-    return interleave(content if isinstance(content, list) else _as_blocks(content), calls, order, _tool_use)
-
-
 def _tool_use(block: Mapping[str, Any], call: Mapping[str, Any]) -> Any:
     return block if block.get("id") == call.get("id") else {**block, "id": call.get("id")}
 
@@ -226,9 +222,3 @@ def _as_blocks(content: object) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     return list(content) if isinstance(content, list) else [] if content is None else [content]
-
-
-def _join_system(contents: list[Any]) -> Any:
-    if all(isinstance(c, str) for c in contents):
-        return "\n\n".join(c for c in contents if c)
-    return [block for content in contents for block in _as_blocks(content)]

@@ -96,7 +96,9 @@ class ResponsesOutline(Outline):
         """The outline message of an item that is not part of an assistant turn."""
         kind = item.get("type")
         if isinstance(kind, str) and kind.endswith("_call_output"):
-            ident = _call_id(item)
+            ident = item.get("call_id")
+            if ident is None and kind == "local_shell_call_output":
+                ident = item.get("id")  # local shell outputs name their call by `id`
             answered = kinds.get(ident)
             if isinstance(answered, str) and kind != f"{answered}_output":
                 # an output of the wrong kind answers nothing: rendered as its call's kind
@@ -110,15 +112,7 @@ class ResponsesOutline(Outline):
         """An assistant turn of `items` ending with its `calls`."""
         turn: Message = {"role": "assistant", "content": items[: len(items) - len(calls)]}
         if calls:
-            turn["tool_calls"] = [
-                {
-                    "id": item.get("call_id"),
-                    "type": "function",
-                    "function": {"name": _call_name(item), "arguments": _arguments(item)},
-                    ORIGIN: item,
-                }
-                for item in calls
-            ]
+            turn["tool_calls"] = [_outline_call(item) for item in calls]
         turn[ORIGIN] = Origin(None, tuple(items))
         self.view.append(turn)
 
@@ -177,7 +171,7 @@ class ResponsesOutline(Outline):
             if isinstance(found, Origin) and found.native is _INSTRUCTIONS:
                 fields["instructions"] = message.get("content")
             elif role == "assistant":
-                call_types = _call_types(message.get("tool_calls", ()))
+                call_types = {call.get("id"): native_of(call).get("type") for call in message.get("tool_calls", ())}
                 out.extend(self._turn(message, found.order if isinstance(found, Origin) else ()))
             elif role == "tool":
                 out.append(self._output(message, call_types))
@@ -217,32 +211,15 @@ def _side(item: Mapping[str, Any]) -> str | None:
     return "part" if kind in _ASSISTANT_ITEMS else None
 
 
-def _call_id(item: Mapping[str, Any]) -> Any:
-    ident = item.get("call_id")
-    if ident is None and item.get("type") == "local_shell_call_output":
-        ident = item.get("id")  # local shell outputs name their call by `id`
-    return ident
-
-
-def _call_name(item: Mapping[str, Any]) -> Any:
+def _outline_call(item: Mapping[str, Any]) -> Message:
+    """The outline call of a call item: its name (for a call that has none, its kind:
+    ``local_shell``, ``computer`` …) and its ``arguments``, ``input`` or ``action``."""
     name = item.get("name")
     if name is None and isinstance(item.get("type"), str):
-        return item["type"].removesuffix("_call")  # local_shell, computer, shell, apply_patch …
-    return name
-
-
-def _arguments(item: Mapping[str, Any]) -> Any:
-    return next((item[key] for key in ("arguments", "input", "action") if key in item), None)
-
-
-def _call_types(calls: Any) -> dict[Any, Any]:
-    """call id -> the type of the client's call item, for an assistant message's outline calls."""
-    found: dict[Any, Any] = {}
-    for call in calls:
-        item = native_of(call) if isinstance(call, Mapping) else None
-        if isinstance(item, Mapping):
-            found[call.get("id")] = item.get("type")
-    return found
+        name = item["type"].removesuffix("_call")
+    arguments = next((item[key] for key in ("arguments", "input", "action") if key in item), None)
+    function = {"name": name, "arguments": arguments}
+    return {"id": item.get("call_id"), "type": "function", "function": function, ORIGIN: item}
 
 
 def _parts(content: object) -> list[Any]:
