@@ -1,23 +1,17 @@
 """Anthropic Messages (``/v1/messages``): the client's body as an outline, and back.
 
-The steps work on chat-shaped messages (`_messages`). An Anthropic body becomes:
-
-* its top-level ``system`` (a string or text blocks) → one system message;
+* The top-level ``system`` (a string or text blocks) → one system message;
 * a user message → its ``tool_result`` blocks, each a ``tool`` message (``tool_call_id`` from
   ``tool_use_id``), then the rest of its blocks as one user message (a *continuation* when it came
   with results: text sent along with tool results does not set a new task);
 * an assistant message → one assistant message whose content is every block but ``tool_use``
-  (text, ``thinking`` and ``redacted_thinking`` with their signatures, server-tool blocks, unknown
-  blocks) and whose ``tool_calls`` stand for the ``tool_use`` blocks.
+  (text, signed ``thinking`` and ``redacted_thinking``, server-tool and unknown blocks) and whose
+  ``tool_calls`` stand for the ``tool_use`` blocks.
 
 With a compaction block in the history (`_compaction`), the outline starts at the assistant turn
-holding the newest one: the provider reads nothing before it, so the earlier messages are neither
-counted nor governed, and go out as they came, in front of the rendered history.
-
-Rendering re-emits the client's own objects: an untouched message is the client's object itself;
-an edited one is rebuilt from the client's blocks with only the edit applied. Results always go
-at the start of the next user message ("tool_result blocks must come first"), or make a user
-message of their own where no user text follows them.
+holding the newest one: the messages before it go out as they came, neither counted nor governed.
+Rendering puts results first in their user message ("tool_result blocks must come first"), or in
+a user message of their own where no user text follows them.
 """
 
 from __future__ import annotations

@@ -1,34 +1,23 @@
-"""Compaction blocks (Anthropic) and compaction items (OpenAI Responses): where the history the
-provider still reads begins, and what a provider that does not know them gets instead. Pure.
+"""Compaction blocks (Anthropic) and items (OpenAI Responses): where the history the provider still
+reads begins, and what a provider that does not know them gets instead. Pure.
 
 * Anthropic's server-side compaction (``compact_20260112``) answers with a ``compaction`` block
   (``{"type": "compaction", "content": "<summary>"}``, optionally ``encrypted_content``) that the
   client sends back in its assistant turn; the API drops everything before the newest one. A
   block whose ``content`` is null records a compaction that failed: the API treats it as a no-op.
 * OpenAI's compaction (``context_management`` with ``compact_threshold``, or
-  ``/responses/compact``) returns a ``compaction`` item with opaque ``encrypted_content`` carrying
+  ``/responses/compact``) returns a ``compaction`` item whose opaque ``encrypted_content`` carries
   the earlier context; the items before the newest one are not needed any more.
 
-Either way the request's live history starts at the newest compaction: the outlines (`_anthropic`,
-`_responses`) count and govern from there and send what comes before it untouched. A provider that
-does not know them (a route LiteLLM translates) gets `without_compaction`: the summary text in the
-compaction's place, as plain text, and not the history before it. An OpenAI compaction item carries
-no readable summary: it is removed and the history before it stays, the only record of that
-context such a provider can read.
+A provider that does not know them (a route LiteLLM translates) gets `without_compaction`: the
+summary as plain text in the compaction's place, without the history before it; an OpenAI item,
+which has no readable summary, is removed and the history before it stays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias
-
-__all__ = [
-    "COMPACTION",
-    "compaction_summary",
-    "is_compaction",
-    "newest_compaction",
-    "without_compaction",
-]
 
 COMPACTION: Final = "compaction"
 #: Where a format keeps its compactions (`_formats.FormatSpec.compaction`): a content block of a

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias
 from ._anthropic import AnthropicOutline
 from ._compaction import Where
 from ._errors import InvalidRequestError
-from ._messages import Message, Outline, validate_messages
+from ._messages import Message, Outline, validate_list
 from ._output import thinking_budget
 from ._responses import ResponsesOutline
 from ._thinking import Shape
@@ -41,9 +41,9 @@ class ChatOutline(Outline):
     owns_view = False
 
     def __init__(self, messages: object) -> None:
-        super().__init__(0)
-        self.view = validate_messages(messages)
-        self.count = len(self.view)
+        view = validate_list(messages, "messages", "a list of message dicts")
+        super().__init__(len(view))
+        self.view = view
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         return {"messages": governed}
@@ -82,8 +82,7 @@ class FormatSpec:
     system: str | None
     #: The output-token fields, in order of authority.
     max_output: tuple[str, ...]
-    #: Where LiteLLM's own metadata goes (``metadata`` is the provider's field on /v1/messages
-    #: and /v1/responses: nothing of the plugin's may go there).
+    #: Where LiteLLM's own metadata goes (on /v1/messages and /v1/responses ``metadata`` is the provider's).
     metadata: str
     #: LiteLLM call types (``CallTypes`` values) that carry this format.
     call_types: frozenset[str]
@@ -91,16 +90,14 @@ class FormatSpec:
     reader: Callable[[Mapping[str, Any]], Outline]
     #: Its assistant messages carry chat's ``reasoning_content`` (thinking-mode providers want it back).
     reasoning_field: bool = False
-    #: Where a compaction is (`_compaction`): a content ``block`` (Anthropic), an input ``item``
-    #: (Responses), or nowhere.
+    #: Where a compaction is (`_compaction`): a content ``block``, an input ``item``, or nowhere.
     compaction: Where | None = None
     #: LiteLLM's ``ProviderConfigManager`` method giving a provider's native config for the route: where
     #: it gives none, LiteLLM translates the call (None: LiteLLM calls every provider in this format).
     litellm_config: str | None = None
     #: The body may ask for Anthropic's server-side context editing (``context_management.edits``).
     context_edits: bool = False
-    #: How its assistant turns carry thinking (`_thinking`): leading content ``blocks`` or LiteLLM's
-    #: chat ``fields``; None: no thinking the provider checks.
+    #: How its assistant turns carry thinking (`_thinking.Shape`); None: no thinking the provider checks.
     thinking: Shape | None = None
 
     def max_output_tokens(self, request: Mapping[str, Any]) -> int | None:

@@ -50,16 +50,14 @@ class Origin(NamedTuple):
 
     #: The client's message, block or item (None for one that stands for nothing rendered).
     native: Any = None
-    #: An assistant turn: the client's pieces in their order, content and calls interleaved
-    #: (rendering puts surviving calls back between the content parts where they were).
+    #: An assistant turn: the client's pieces (content and calls) in their order (see `interleave`).
     order: tuple[Any, ...] = ()
-    #: A user message that came with tool results (Anthropic): its text continues a tool loop
-    #: (reminders, interjections) rather than setting a new task.
+    #: A user message that came with tool results (Anthropic): it continues a loop, sets no new task.
     continuation: bool = False
     #: Stands for history held upstream (Responses ``previous_response_id``): never rendered.
     virtual: bool = False
-    #: Opens the history the provider reads (the turn or item holding the newest compaction, see
-    #: `_compaction`): kept and counted like the system prompt, and a conversation may start with it.
+    #: Opens the history the provider reads (the newest compaction's, `_compaction`): kept and counted
+    #: like the system prompt, and a conversation may start with it.
     opener: bool = False
 
     def merged(self, later: Origin) -> Origin:
@@ -145,11 +143,6 @@ def validate_list(value: object, field: str, expected: str) -> list[Any]:
                 f"{field}[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, got {type(item).__name__}"
             )
     return list(value)
-
-
-def validate_messages(messages: object) -> list[Message]:
-    """Check that `messages` is a chat message list; return it typed."""
-    return validate_list(messages, "messages", "a list of message dicts")
 
 
 #: Fields the rules compare with names they know (in a set, or as a dict's key): a list or an

@@ -1,27 +1,20 @@
 """OpenAI Responses (``/v1/responses``): the client's ``input`` items as an outline, and back.
 
-The steps work on chat-shaped messages (`_messages`). A Responses body becomes:
-
 * ``instructions`` → one system message;
 * a ``message`` item (or a bare ``{"role", "content"}``) of role user, system or developer → that
   message, its content parts (``input_text``, ``input_image`` …) kept as they are;
 * a run of assistant-side items (``reasoning``, assistant ``message`` items, server-tool items such
-  as ``web_search_call``, and tool calls) → an assistant turn: the calls (every ``*_call`` item
-  with a ``call_id``) as its ``tool_calls``, every other item as a content part, so a reasoning
-  item stays with the call it precedes. A turn ends with its group of calls, so each call's outputs
-  have their place right after it;
+  as ``web_search_call``, tool calls) → an assistant turn: the calls (``*_call`` items with a
+  ``call_id``) as its ``tool_calls``, every other item as a content part, so a reasoning item stays
+  with the call it precedes. A turn ends with its group of calls: their outputs follow it;
 * a ``*_call_output`` item → a ``tool`` message answering its ``call_id``;
-* anything else (``item_reference``, unknown types) → a message of its own that no rule touches;
-* the newest ``compaction`` item → such a message too, opening the history (`_compaction`): the
-  items before it are neither counted nor governed, and go out as they came.
+* the newest ``compaction`` item (`_compaction`), and anything else (``item_reference``, unknown
+  types) → a message of its own that no rule touches. The items before that compaction go out as
+  they came, neither counted nor governed.
 
-A string ``input`` is a single user turn: there is nothing to govern and it is left alone. With
-``previous_response_id`` the earlier history lives upstream: an output whose call is not in the
-input answers a stored call, and is kept behind an assistant message that stands for the stored
-calls and is never rendered.
-
-Rendering re-emits the client's own items where no step touched a message, and rebuilds an edited
-one from the client's items with only the edit applied.
+A string ``input`` is a single user turn, left alone. With ``previous_response_id`` the earlier
+history lives upstream: an output whose call is not in the input answers a stored call, and is kept
+behind an assistant message that stands for the stored calls and is never rendered.
 """
 
 from __future__ import annotations

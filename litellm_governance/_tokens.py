@@ -1,13 +1,10 @@
 """Token counting: tiktoken, loaded offline from LiteLLM's bundled files, with one bounded cache.
 
-tiktoken fetches its encodings over the network on first use, and waits without a timeout where the
-network is cut. LiteLLM ships the two encodings we need: this module reads them (verifying their
-published SHA-256) and never lets tiktoken download anything. It only locates LiteLLM's package
-folder: importing LiteLLM takes seconds.
-
-Agents resend the same history on every request, so the count of each message, and of each long
-text, is cached by a BLAKE2b digest of its content (`TokenCache`): what was seen before is hashed,
-not tokenized again. The cache holds digests and counts, never text.
+tiktoken downloads its encodings on first use (and waits without a timeout where the network is
+cut). This module reads LiteLLM's bundled files instead, checking their published SHA-256, without
+importing LiteLLM (which takes seconds). Agents resend the same history on every request, so the
+count of each message and of each long text is cached by a BLAKE2b digest of its content
+(`TokenCache`): digests and counts, never text.
 """
 
 from __future__ import annotations
@@ -76,10 +73,7 @@ def _litellm_tokenizer_dir() -> Path:
 @cache
 def get_encoding(name: str) -> Any:
     """The tiktoken `Encoding` called `name`, built from LiteLLM's bundled file (no network)."""
-    try:
-        file_name, sha256 = _ENCODING_FILES[name]
-    except KeyError:
-        raise TokenizerUnavailableError(f"no bundled tiktoken file for encoding {name!r}") from None
+    file_name, sha256 = _ENCODING_FILES[name]
     path = _litellm_tokenizer_dir() / file_name
 
     def load_bundled(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -110,12 +104,10 @@ def get_encoding(name: str) -> Any:
 
 
 class TokenCache:
-    """A bounded map from a text's digest to its token count, safe to share between threads.
-
-    Two generations instead of an LRU: new entries go to the young generation; when it holds half
-    the entries allowed, it becomes the old one and the previous old one is dropped; an entry read
-    from the old generation moves back to the young. At most `max_entries` entries are held.
-    """
+    """A map from a text's digest to its token count, safe to share between threads, holding at
+    most `max_entries` in two generations: new entries go to the young one; when it holds half,
+    it becomes the old one (the previous old one is dropped); an entry read from the old one moves
+    back to the young."""
 
     def __init__(self, max_entries: int = 65_536) -> None:
         self.max_entries = max_entries
