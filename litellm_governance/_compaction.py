@@ -1,34 +1,23 @@
-"""Compaction blocks (Anthropic) and compaction items (OpenAI Responses): where the history the
-provider still reads begins, and what a provider that does not know them gets instead. Pure.
+"""Compaction blocks (Anthropic) and items (OpenAI Responses): where the history the provider still
+reads begins, and what a provider that does not know them gets instead. Pure.
 
 * Anthropic's server-side compaction (``compact_20260112``) answers with a ``compaction`` block
   (``{"type": "compaction", "content": "<summary>"}``, optionally ``encrypted_content``) that the
   client sends back in its assistant turn; the API drops everything before the newest one. A
   block whose ``content`` is null records a compaction that failed: the API treats it as a no-op.
 * OpenAI's compaction (``context_management`` with ``compact_threshold``, or
-  ``/responses/compact``) returns a ``compaction`` item with opaque ``encrypted_content`` carrying
+  ``/responses/compact``) returns a ``compaction`` item whose opaque ``encrypted_content`` carries
   the earlier context; the items before the newest one are not needed any more.
 
-Either way the request's live history starts at the newest compaction: the outlines (`_anthropic`,
-`_responses`) count and govern from there and send what comes before it untouched. A provider that
-does not know them (a route LiteLLM translates) gets `without_compaction`: the summary text in the
-compaction's place, as plain text, and not the history before it. An OpenAI compaction item carries
-no readable summary: it is removed and the history before it stays, the only record of that
-context such a provider can read.
+A provider that does not know them (a route LiteLLM translates) gets `without_compaction`: the
+summary as plain text in the compaction's place, without the history before it; an OpenAI item,
+which has no readable summary, is removed and the history before it stays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias
-
-__all__ = [
-    "COMPACTION",
-    "compaction_summary",
-    "is_compaction",
-    "newest_compaction",
-    "without_compaction",
-]
 
 COMPACTION: Final = "compaction"
 #: Where a format keeps its compactions (`_formats.FormatSpec.compaction`): a content block of a
@@ -51,39 +40,32 @@ def compaction_summary(value: Mapping[str, Any]) -> str | None:
         return summary
     if isinstance(summary, list):
         texts = [p.get("text") for p in summary if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-        text = "\n".join(t for t in texts if t)
-        return text or None
+        return "\n".join(t for t in texts if t) or None
     return None
 
 
-def _effective(value: object, where: Where) -> bool:
-    """A compaction the provider acts on (an Anthropic block with null content is a no-op)."""
-    if not is_compaction(value):
-        return False
-    return where == "item" or (isinstance(value, Mapping) and value.get("content") is not None)
-
-
 def newest_compaction(history: Sequence[Any], where: Where) -> tuple[int, int] | None:
-    """Where the newest effective compaction is: ``(message, block)`` in an Anthropic ``messages``
-    list, ``(item, -1)`` in a Responses ``input`` list; None when there is none."""
+    """Where the newest compaction the provider acts on is (an Anthropic block with null content
+    is a no-op): ``(message, block)`` in an Anthropic ``messages`` list, ``(item, -1)`` in a
+    Responses ``input`` list; None when there is none."""
     for index in range(len(history) - 1, -1, -1):
         entry = history[index]
         if where == "item":
-            if _effective(entry, where):
+            if is_compaction(entry):
                 return index, -1
             continue
         content = _blocks(entry.get("content") if isinstance(entry, Mapping) else None)
         for block in range(len(content) - 1, -1, -1):
-            if _effective(content[block], where):
+            if is_compaction(content[block]) and content[block].get("content") is not None:
                 return index, block
     return None
 
 
 def without_compaction(history: Sequence[Any], where: Where) -> list[Any] | None:
-    """The history for a provider that knows no compaction: from the newest effective compaction
-    on, the compaction replaced by its summary as text (Anthropic: a ``text`` block in its turn;
-    Responses: an assistant message), other compaction blocks or items removed; None when the
-    history holds none (nothing to do)."""
+    """The history for a provider that knows no compaction: from the newest compaction on, the
+    compaction replaced by its summary as text (Anthropic: a ``text`` block in its turn; Responses:
+    an assistant message), other compaction blocks or items removed; None when the history holds
+    none (nothing to do)."""
     if not any(
         is_compaction(entry)
         or (isinstance(entry, Mapping) and any(is_compaction(b) for b in _blocks(entry.get("content"))))
@@ -107,17 +89,14 @@ def _anthropic(messages: Sequence[Any], newest: tuple[int, int] | None) -> list[
         if not any(is_compaction(b) for b in blocks):
             out.append(message)
             continue
-        kept: list[Any] = []
+        # In the newest compaction's turn, the blocks before it are what its summary replaced.
         first = newest[1] if newest is not None and index == newest[0] else 0
-        for position, block in enumerate(blocks):
-            if position < first:
-                continue  # before the compaction block, in its own turn: what the summary replaced
-            if is_compaction(block):
-                summary = compaction_summary(block) if newest is not None and position == newest[1] else None
-                if summary is not None and index == start:
-                    kept.append({"type": "text", "text": summary})
-                continue
-            kept.append(block)
+        kept: list[Any] = []
+        for position, block in enumerate(blocks[first:], first):
+            if not is_compaction(block):
+                kept.append(block)
+            elif (index, position) == newest and (summary := compaction_summary(block)):
+                kept.append({"type": "text", "text": summary})
         if kept:
             out.append({**message, "content": kept})
     return out

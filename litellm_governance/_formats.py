@@ -1,32 +1,19 @@
-"""One description per request format: where each keeps its history, system prompt, output limit
-and LiteLLM metadata, which LiteLLM call types carry it, and how its body is read into the outline
-the steps work on (rendering back is the outline's own ``render``).
-
-The hook, `govern_request`, `explain` and the command line all read requests through `FORMATS`;
-nothing else knows these field names.
-
-======================  ======================  ==============================  =================
-format                  history (+ system)      output limit                    LiteLLM metadata
-======================  ======================  ==============================  =================
-``chat``                ``messages``            ``max_completion_tokens``,      ``metadata``
-                                                ``max_tokens``
-``anthropic``           ``messages`` +          ``max_tokens``                  ``litellm_metadata``
-(``/v1/messages``)      ``system``
-``responses``           ``input`` +             ``max_output_tokens``           ``litellm_metadata``
-(``/v1/responses``)     ``instructions``
-======================  ======================  ==============================  =================
+"""One description per request format (`FORMATS`): where each keeps its history, system prompt,
+output limit and LiteLLM metadata, which LiteLLM call types carry it, and how its body is read into
+the outline the steps work on (rendering back is the outline's own ``render``). Nothing else knows
+these field names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ._anthropic import AnthropicOutline
 from ._compaction import Where
 from ._errors import InvalidRequestError
-from ._messages import Message, validate_messages
+from ._messages import Message, Outline, validate_list
 from ._output import thinking_budget
 from ._responses import ResponsesOutline, said
 from ._thinking import Shape
@@ -47,51 +34,16 @@ __all__ = [
 Format: TypeAlias = Literal["chat", "anthropic", "responses"]
 
 
-class Outline(Protocol):
-    """A request in one format, read into chat-shaped messages for the steps (`_messages`)."""
-
-    @property
-    def format(self) -> str:
-        """``chat``, ``anthropic`` or ``responses``."""
-        ...
-
-    @property
-    def text_type(self) -> str:
-        """Type of the text parts a merge makes of string content."""
-        ...
-
-    #: How many messages (or input items) the client sent.
-    count: int
-
-    @property
-    def owns_view(self) -> bool:
-        """The view's messages are the outline's own dicts (False: the client's, never to be written to)."""
-        ...
-
-    #: The request as chat-shaped messages (see `_messages`).
-    view: list[Message]
-
-    @property
-    def parse_counts(self) -> Mapping[str, int]:
-        """Repairs made while reading the request (counted in the report like a step's)."""
-        ...
-
-    def render(self, governed: list[Message]) -> dict[str, Any]:
-        """The request fields that carry the governed history, in the request's own format."""
-        ...
-
-
-class ChatOutline:
+class ChatOutline(Outline):
     """Chat completions: the messages are their own outline."""
 
     format = "chat"
-    text_type = "text"
     owns_view = False
 
     def __init__(self, messages: object) -> None:
-        self.view = validate_messages(messages)
-        self.count = len(self.view)
-        self.parse_counts: Mapping[str, int] = {}
+        view = validate_list(messages, "messages", "a list of message dicts")
+        super().__init__(len(view))
+        self.view = view
 
     def render(self, governed: list[Message]) -> dict[str, Any]:
         return {"messages": governed}
@@ -130,8 +82,7 @@ class FormatSpec:
     system: str | None
     #: The output-token fields, in order of authority.
     max_output: tuple[str, ...]
-    #: Where LiteLLM's own metadata goes (``metadata`` is the provider's field on /v1/messages
-    #: and /v1/responses: nothing of the plugin's may go there).
+    #: Where LiteLLM's own metadata goes (on /v1/messages and /v1/responses ``metadata`` is the provider's).
     metadata: str
     #: LiteLLM call types (``CallTypes`` values) that carry this format.
     call_types: frozenset[str]
@@ -144,16 +95,14 @@ class FormatSpec:
     #: How its outline holds text an assistant turn gains from the rules (the bridge): as it is,
     #: or as the reader reads the item it renders to (so that it counts the same both ways).
     said: Callable[[str], Any] = str
-    #: Where a compaction is (`_compaction`): a content ``block`` (Anthropic), an input ``item``
-    #: (Responses), or nowhere.
+    #: Where a compaction is (`_compaction`): a content ``block``, an input ``item``, or nowhere.
     compaction: Where | None = None
     #: LiteLLM's ``ProviderConfigManager`` method giving a provider's native config for the route: where
     #: it gives none, LiteLLM translates the call (None: LiteLLM calls every provider in this format).
     litellm_config: str | None = None
     #: The body may ask for Anthropic's server-side context editing (``context_management.edits``).
     context_edits: bool = False
-    #: How its assistant turns carry thinking (`_thinking`): leading content ``blocks`` or LiteLLM's
-    #: chat ``fields``; None: no thinking the provider checks.
+    #: How its assistant turns carry thinking (`_thinking.Shape`); None: no thinking the provider checks.
     thinking: Shape | None = None
 
     def max_output_tokens(self, request: Mapping[str, Any]) -> int | None:

@@ -1,4 +1,4 @@
-"""Small, pure helpers over the messages the steps work on (plain dicts).
+"""Small, pure helpers over the messages the steps work on (plain dicts), and the `Outline` base.
 
 The steps see every request as chat-shaped messages: ``role`` (system, developer, user, assistant,
 tool), ``content``, assistant ``tool_calls`` (``id``, ``function.name``) and tool ``tool_call_id``.
@@ -7,7 +7,6 @@ For a chat request those are the client's own messages. For the other formats (`
 as its content parts, and under the key `ORIGIN` which of the client's objects it stands for (an
 `Origin`, or the object itself where that is all there is to say: `origin` reads either), so that
 rendering re-emits those objects untouched unless a step edited them.
-`ORIGIN` is not a string, so it can never collide with a key a client sent.
 """
 
 from __future__ import annotations
@@ -17,28 +16,6 @@ from typing import Any, Final, NamedTuple, TypeAlias
 
 from ._errors import InvalidRequestError
 
-__all__ = [
-    "ORIGIN",
-    "TRACE",
-    "Message",
-    "Origin",
-    "call_id",
-    "call_name",
-    "content_chars",
-    "has_cache_control",
-    "is_empty_content",
-    "is_instruction",
-    "is_opener",
-    "is_system",
-    "merge_content",
-    "native_of",
-    "origin",
-    "tool_calls",
-    "unnamed_field",
-    "validate_messages",
-    "validate_tools",
-]
-
 Message: TypeAlias = dict[Any, Any]
 
 SYSTEM_ROLES: Final = frozenset({"system", "developer"})
@@ -47,48 +24,40 @@ SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 
 
-class _OriginKey:
-    __slots__ = ()
+class _Key:
+    """A message key that is not a string, so no key a client sent can equal it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def __repr__(self) -> str:
-        return "ORIGIN"
+        return self.name
 
 
-#: Key of an outline message's `Origin` (an object, not a string: no client key can equal it).
-ORIGIN: Final = _OriginKey()
-
-
-class _TraceKey:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "TRACE"
-
-
+#: Key of an outline message's `Origin`.
+ORIGIN: Final = _Key("ORIGIN")
 #: Key under which `explain` tags each input message with its index (a tuple of indexes once
 #: merged); steps copy it along with the message, so every output says where it came from.
-TRACE: Final = _TraceKey()
+TRACE: Final = _Key("TRACE")
 
 
 class Origin(NamedTuple):
-    """Which of the client's own objects an outline message stands for. (A named tuple, not a frozen
-    dataclass: a tuple is built three times faster.) Where it would say no more than the object
-    (no order, no flag: most of a body's blocks and items), a reader stores the object itself under
-    `ORIGIN` instead, and `origin` makes the Origin only when asked: building one for every block
-    and item took a quarter of reading a 400-message body."""
+    """Which of the client's own objects an outline message stands for. Where it would say no more
+    than the object (most blocks and items), a reader stores the object itself under `ORIGIN`, and
+    `origin` makes the Origin only when asked."""
 
     #: The client's message, block or item (None for one that stands for nothing rendered).
     native: Any = None
-    #: An assistant turn: the client's pieces in their order, content and calls interleaved
-    #: (rendering puts surviving calls back between the content parts where they were).
+    #: An assistant turn: the client's pieces (content and calls) in their order (see `interleave`).
     order: tuple[Any, ...] = ()
-    #: A user message that came with tool results (Anthropic): its text continues a tool loop
-    #: (reminders, interjections) rather than setting a new task.
+    #: A user message that came with tool results (Anthropic): it continues a loop, sets no new task.
     continuation: bool = False
     #: Stands for history held upstream (Responses ``previous_response_id``): never rendered.
     virtual: bool = False
-    #: Opens the history the provider reads (the turn or item holding the newest compaction, see
-    #: `_compaction`): kept and counted like the system prompt, and a conversation may start with it.
+    #: Opens the history the provider reads (the newest compaction's, `_compaction`): kept and counted
+    #: like the system prompt, and a conversation may start with it.
     opener: bool = False
 
     def merged(self, later: Origin) -> Origin:
@@ -101,9 +70,7 @@ class Origin(NamedTuple):
 def origin(message: Mapping[Any, Any]) -> Origin | None:
     """The outline origin of `message` (None for a chat message or one a step created)."""
     found = message.get(ORIGIN)
-    if found is None or isinstance(found, Origin):
-        return found
-    return Origin(found)  # the client's object, stored alone (see `Origin`)
+    return found if found is None or isinstance(found, Origin) else Origin(found)
 
 
 def native_of(message: Mapping[Any, Any]) -> Any:
@@ -113,53 +80,69 @@ def native_of(message: Mapping[Any, Any]) -> Any:
     return found.native if isinstance(found, Origin) else found
 
 
+class Outline:
+    """A request read into chat-shaped messages for the steps (`view`), and rendered back in its
+    own format (`render`); one subclass per format (`_formats`)."""
+
+    format: str
+    #: Type of the text parts a merge makes of string content.
+    text_type = "text"
+    #: The view's messages are the outline's own dicts (False: the client's, never to be written to).
+    owns_view = True
+    #: Why the history is left alone (None: it is governed).
+    left_alone: str | None = None
+    #: The earlier history is stored upstream: only what the request holds can be governed.
+    history_upstream = False
+
+    def __init__(self, count: int) -> None:
+        #: How many messages (or input items) the client sent.
+        self.count = count
+        #: The request as chat-shaped messages.
+        self.view: list[Message] = []
+        #: Repairs made while reading the request (counted in the report like a step's).
+        self.parse_counts: dict[str, int] = {}
+        #: What comes before the newest compaction (`_compaction`): sent as it came, never governed.
+        self.dead: list[Any] = []
+
+    def render(self, governed: list[Message]) -> dict[str, Any]:
+        """The request fields that carry the governed history, in the request's own format."""
+        raise NotImplementedError
+
+
 def interleave(
     parts: Sequence[Any], calls: object, order: Sequence[Any], make_call: Callable[[Any, Mapping[Any, Any]], Any]
 ) -> list[Any]:
     """An assistant turn's pieces for rendering: `parts` (its content, possibly edited or merged)
-    in their order, with each surviving call of `calls` put back where its own piece stood in the
-    client's `order`; ``make_call(piece, call)`` renders a call (``piece`` None for a new call).
-    Parts and calls are matched to `order` by identity, so whatever a step did not touch is the
+    in their order, with each surviving call of `calls` put back where its own piece (the client's
+    block or item it was read from) stood in the client's `order`, as ``make_call(piece, call)``.
+    Parts and pieces are matched to `order` by identity, so whatever a step did not touch is the
     client's own object."""
-    by_piece: dict[int, tuple[Any, Any]] = {}
-    loose: list[tuple[Any, Any]] = []
-    for call in calls if type(calls) is list else ():
-        piece = native_of(call) if isinstance(call, Mapping) else None
-        if piece is not None:
-            by_piece[id(piece)] = (piece, call)
-        else:
-            loose.append((None, call))
+    pending = {id(native_of(call)): (native_of(call), call) for call in (calls if type(calls) is list else ())}
     position = {id(piece): i for i, piece in enumerate(order)}
     out: list[Any] = []
     done = 0
     for part in parts:
         at = position.get(id(part))
         if at is not None and at >= done:
-            for piece in order[done:at]:
-                entry = by_piece.pop(id(piece), None)
-                if entry is not None:
-                    out.append(make_call(*entry))
+            out.extend(make_call(*entry) for piece in order[done:at] if (entry := pending.pop(id(piece), None)))
             done = at + 1
         out.append(part)
-    for piece in order[done:]:
-        entry = by_piece.pop(id(piece), None)
-        if entry is not None:
-            out.append(make_call(*entry))
-    out.extend(make_call(*entry) for entry in (*by_piece.values(), *loose))
+    out.extend(make_call(*entry) for piece in order[done:] if (entry := pending.pop(id(piece), None)))
+    out.extend(make_call(*entry) for entry in pending.values())
     return out
 
 
-def validate_messages(messages: object) -> list[Message]:
-    """Check that `messages` is a chat message list; return it typed. Damage inside is fine."""
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise InvalidRequestError(f"messages must be a list of message dicts, got {type(messages).__name__}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
+def validate_list(value: object, field: str, expected: str) -> list[Any]:
+    """`value` as a list of dicts, or an error saying that `field` must be `expected`. Damage
+    inside the dicts is fine."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise InvalidRequestError(f"{field} must be {expected}, got {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
             raise InvalidRequestError(
-                f"messages[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, "
-                f"got {type(message).__name__}"
+                f"{field}[{index}] must be a dict like {{'role': 'user', 'content': '...'}}, got {type(item).__name__}"
             )
-    return list(messages)
+    return list(value)
 
 
 #: Fields the rules compare with names they know (in a set, or as a dict's key): a list or an
@@ -172,9 +155,8 @@ _TOOLS_OWN: Final = frozenset({"input", "arguments", "action", "parameters", "me
 def unnamed_field(value: object, where: str) -> str | None:
     """Where in `value` (a history, a system prompt) a message, part, block or item has a list or
     an object as its ``type``, ``role`` or id — fields every provider sets to a string: the first
-    such, as ``where[3].content[0].type`` (None: nowhere). A call's arguments are not looked into
-    (what they hold is the tool's). For a clear error where such a field made a rule raise; it walks
-    the whole value, so it is not run on a request that governs."""
+    such, as ``where[3].content[0].type`` (None: nowhere). A call's arguments are not looked into.
+    For a clear error where such a field made a rule raise (it walks the whole value)."""
     stack: list[tuple[object, str]] = [(value, where)]
     seen: set[int] = set()
     while stack:
@@ -215,8 +197,7 @@ SYSTEM_NOTE_END: Final = "[/System note]"
 
 
 def system_note(content: object, text_type: str = "text") -> object:
-    """A system message's content as a user message's: between a label and an end mark,
-    nothing else changed."""
+    """A system message's content as a user message's: between a label and an end mark."""
     if isinstance(content, str):
         return f"{SYSTEM_NOTE_LABEL}\n{content}\n{SYSTEM_NOTE_END}"
     parts = content if isinstance(content, list) else [] if content is None else [content]
@@ -224,20 +205,16 @@ def system_note(content: object, text_type: str = "text") -> object:
 
 
 def _edge_text(content: object, last: bool) -> str | None:
-    if isinstance(content, str):
-        return content
     if isinstance(content, list) and content:
         part = content[-1] if last else content[0]
-        text = part.get("text") if isinstance(part, Mapping) else None
-        return text if isinstance(text, str) else None
-    return None
+        content = part.get("text") if isinstance(part, Mapping) else None
+    return content if isinstance(content, str) else None
 
 
 def is_opener(message: Mapping[Any, Any]) -> bool:
-    """The message that opens the history the provider reads: the newest compaction's (see
-    `Origin.opener`)."""
-    found = origin(message)
-    return found is not None and found.opener
+    """The message that opens the history the provider reads (`Origin.opener`)."""
+    found = message.get(ORIGIN)
+    return isinstance(found, Origin) and found.opener
 
 
 def is_instruction(message: Mapping[Any, Any]) -> bool:
@@ -245,10 +222,8 @@ def is_instruction(message: Mapping[Any, Any]) -> bool:
     compaction that opens the history (`is_opener`): counted and kept like the system prompt,
     never taken for the task. A note merged with the user's own text is the user's message."""
     role = message.get("role")
-    if isinstance(role, str) and role in SYSTEM_ROLES:  # `is_system`, inlined: called for every message
-        return True
-    found = message.get(ORIGIN)
-    if isinstance(found, Origin) and found.opener:  # `is_opener`
+    found = message.get(ORIGIN)  # (`is_system` and `is_opener` inlined: called for every message)
+    if (isinstance(role, str) and role in SYSTEM_ROLES) or (isinstance(found, Origin) and found.opener):
         return True
     if role != "user":
         return False
@@ -270,72 +245,55 @@ def tool_calls(message: Mapping[str, Any]) -> list[Any]:
 
 def call_id(call: object) -> str | None:
     """A tool call's id, when it is a non-empty string."""
-    if type(call) is dict or isinstance(call, Mapping):
-        ident = call.get("id")
-        if type(ident) is str and ident:
-            return ident
-    return None
+    ident = call.get("id") if type(call) is dict or isinstance(call, Mapping) else None
+    return ident if type(ident) is str and ident else None
 
 
 def call_name(call: object) -> str | None:
     """A tool call's function name, when it is a non-empty string."""
-    if type(call) is dict or isinstance(call, Mapping):
-        function = call.get("function")
-        if type(function) is dict or isinstance(function, Mapping):
-            name = function.get("name")
-            if type(name) is str and name:
-                return name
-    return None
+    function = call.get("function") if type(call) is dict or isinstance(call, Mapping) else None
+    name = function.get("name") if type(function) is dict or isinstance(function, Mapping) else None
+    return name if type(name) is str and name else None
 
 
 def content_chars(content: object) -> int:
     """Characters of text in a message's content (text parts only for lists)."""
     if isinstance(content, str):
         return len(content)
-    if isinstance(content, list):
-        total = 0
-        for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                total += len(part["text"])
-            elif isinstance(part, str):
-                total += len(part)
-        return total
-    return 0
+    total = 0
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            total += len(part["text"])
+        elif isinstance(part, str):
+            total += len(part)
+    return total
 
 
 def is_empty_content(content: object) -> bool:
     """No content at all: None, an empty or blank string, an empty list, or a list of text parts
     that are all blank."""
-    if content is None:
-        return True
-    if isinstance(content, str):
-        return not content or content.isspace()  # (`not content.strip()`, without copying the text)
     if isinstance(content, list):
         return all(is_blank_part(part) for part in content)
-    return False
+    return content is None or (isinstance(content, str) and is_blank_part(content))
 
 
 def is_blank_part(part: object) -> bool:
     """A text part with no text (providers that reject empty text reject these), or a Responses
-    message item in an assistant turn with nothing but such parts."""
-    if isinstance(part, str):
-        return not part or part.isspace()
-    if isinstance(part, (dict, Mapping)) and part.get("type") in TEXT_PARTS:  # (a dict: no ABC check)
-        text = part.get("text")
-        return text is None or (isinstance(text, str) and (not text or text.isspace()))
-    if isinstance(part, Mapping) and part.get("type") == "message" and isinstance(part.get("content"), list):
+    message item with nothing but such parts."""
+    if (type(part) is dict or isinstance(part, Mapping)) and part.get("type") in TEXT_PARTS:
+        part = "" if part.get("text") is None else part.get("text")
+    elif isinstance(part, Mapping) and part.get("type") == "message" and isinstance(part.get("content"), list):
         return all(is_blank_part(inner) for inner in part["content"])
-    return False
+    return isinstance(part, str) and (not part or part.isspace())
 
 
 def has_cache_control(message: Mapping[str, Any]) -> bool:
     """Whether the message carries an explicit prompt-cache breakpoint (on itself or a part)."""
-    if message.get("cache_control"):
-        return True
     content = message.get("content")
-    if type(content) is list:
-        return any((type(part) is dict or isinstance(part, Mapping)) and part.get("cache_control") for part in content)
-    return False
+    return bool(message.get("cache_control")) or (
+        type(content) is list
+        and any((type(part) is dict or isinstance(part, Mapping)) and part.get("cache_control") for part in content)
+    )
 
 
 def _as_parts(content: object, text_type: str) -> list[Any]:

@@ -32,17 +32,14 @@ THINKING_OFF_NOTE: Final = (
 Shape: TypeAlias = Literal["blocks", "fields"]
 
 
-def _thinking_on(request: Mapping[str, Any], shape: Shape) -> bool:
-    thinking = request.get("thinking")
-    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
-        return True
-    effort = request.get("reasoning_effort")
-    return shape == "fields" and isinstance(effort, str) and effort not in ("none", "disable")
-
-
-def _blocks(message: Mapping[str, Any], key: str) -> list[Any]:
-    value = message.get(key)
+def _blocks(message: object, key: str) -> list[Any]:
+    value = message.get(key) if isinstance(message, Mapping) else None
     return value if isinstance(value, list) else []
+
+
+def _has(message: object, kind: str) -> bool:
+    """`message` holds a content block of type `kind`."""
+    return any(isinstance(b, Mapping) and b.get("type") == kind for b in _blocks(message, "content"))
 
 
 def _open_loop_turn(history: Sequence[Any], shape: Shape) -> Mapping[str, Any] | None:
@@ -50,37 +47,29 @@ def _open_loop_turn(history: Sequence[Any], shape: Shape) -> Mapping[str, Any] |
     if not history or not isinstance(history[-1], Mapping):
         return None
     if shape == "blocks":
-        last = history[-1]
-        answers = any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in _blocks(last, "content"))
         turn = history[-2] if len(history) > 1 else None
-        calls = isinstance(turn, Mapping) and any(
-            isinstance(b, Mapping) and b.get("type") == "tool_use" for b in _blocks(turn, "content")
-        )
-        return turn if answers and calls and isinstance(turn, Mapping) else None
+        return turn if _has(history[-1], "tool_result") and _has(turn, "tool_use") else None
     index = len(history) - 1
     while index >= 0 and isinstance(history[index], Mapping) and history[index].get("role") == "tool":
         index -= 1
-    if index == len(history) - 1 or index < 0:
-        return None
-    turn = history[index]
+    turn = history[index] if 0 <= index < len(history) - 1 else None
     return turn if isinstance(turn, Mapping) and turn.get("role") == "assistant" and turn.get("tool_calls") else None
-
-
-def _leads_with_thinking(turn: Mapping[str, Any], shape: Shape) -> bool:
-    if shape == "blocks":
-        blocks = _blocks(turn, "content")
-        return bool(blocks) and isinstance(blocks[0], Mapping) and blocks[0].get("type") in _THINKING_BLOCKS
-    # Chat (LiteLLM's shape): the thinking blocks LiteLLM sends back come from `thinking_blocks`.
-    return any(isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS for b in _blocks(turn, "thinking_blocks"))
 
 
 def lost_thinking_fields(request: Mapping[str, Any], history: Sequence[Any], shape: Shape | None) -> tuple[str, ...]:
     """The request fields that turn thinking on (``thinking``; chat: ``reasoning_effort`` too), when
     the tool loop's last assistant turn in `history` lacks the thinking block it must start with;
     () when thinking is off, the format carries none (`shape` None), or the block is there."""
-    if shape is None or not _thinking_on(request, shape):
+    thinking, effort = request.get("thinking"), request.get("reasoning_effort")
+    on = (isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive")) or (
+        shape == "fields" and isinstance(effort, str) and effort not in ("none", "disable")
+    )
+    turn = _open_loop_turn(history, shape) if shape is not None and on else None
+    if turn is None:
         return ()
-    turn = _open_loop_turn(history, shape)
-    if turn is None or _leads_with_thinking(turn, shape):
+    # Blocks: the turn's first block. Chat (LiteLLM's shape): the blocks LiteLLM sends back come from
+    # `thinking_blocks`.
+    leading = _blocks(turn, "content")[:1] if shape == "blocks" else _blocks(turn, "thinking_blocks")
+    if any(isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS for b in leading):
         return ()
     return tuple(key for key in ("thinking", "reasoning_effort") if key in request)

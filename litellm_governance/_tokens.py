@@ -1,13 +1,10 @@
 """Token counting: tiktoken, loaded offline from LiteLLM's bundled files, with one bounded cache.
 
-tiktoken fetches its encodings over the network on first use and waits without a timeout where
-the network is cut. LiteLLM ships the two encodings we need; this module reads them directly
-(verifying their published SHA-256) and never lets tiktoken download anything. It does not
-import LiteLLM (which takes seconds): it only locates LiteLLM's package folder.
-
-Agent loops resend the same history on every request, so the count of each message, and of each
-long text, is cached by a BLAKE2b digest of its content (`TokenCache`, bounded): what was seen
-before is hashed, not tokenized again. The cache holds digests and counts, never text.
+tiktoken downloads its encodings on first use (and waits without a timeout where the network is
+cut). This module reads LiteLLM's bundled files instead, checking their published SHA-256, without
+importing LiteLLM (which takes seconds). Agents resend the same history on every request, so the
+count of each message and of each long text is cached by a BLAKE2b digest of its content
+(`TokenCache`): digests and counts, never text.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._errors import TokenizerUnavailableError
+from ._messages import TEXT_PARTS
 
 __all__ = ["TokenCache", "TokenCounter", "encoding_for_model", "token_cache"]
 
@@ -51,7 +49,6 @@ IMAGE_TOKENS: Final = 1_200
 # Texts at least this long are cached by digest; shorter ones are quicker to encode than to look up.
 _CACHED_TEXT: Final = 32
 _IMAGE_PARTS: Final = frozenset({"image_url", "image", "input_image"})
-_TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
 # Long texts are tokenized in slices of this many characters: tiktoken's o200k pattern panics on
 # runs of several hundred thousand blanks. A cut between slices can add a token, never lose one.
 _CHUNK: Final = 100_000
@@ -76,10 +73,7 @@ def _litellm_tokenizer_dir() -> Path:
 @cache
 def get_encoding(name: str) -> Any:
     """The tiktoken `Encoding` called `name`, built from LiteLLM's bundled file (no network)."""
-    try:
-        file_name, sha256 = _ENCODING_FILES[name]
-    except KeyError:
-        raise TokenizerUnavailableError(f"no bundled tiktoken file for encoding {name!r}") from None
+    file_name, sha256 = _ENCODING_FILES[name]
     path = _litellm_tokenizer_dir() / file_name
 
     def load_bundled(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -110,12 +104,10 @@ def get_encoding(name: str) -> Any:
 
 
 class TokenCache:
-    """A bounded map from a text's digest to its token count, safe to share between threads.
-
-    Two generations instead of an LRU: new entries go to the young generation; when it holds half
-    the entries allowed, it becomes the old one and the previous old one is dropped; an entry read
-    from the old generation moves back to the young. At most `max_entries` entries are held.
-    """
+    """A map from a text's digest to its token count, safe to share between threads, holding at
+    most `max_entries` in two generations: new entries go to the young one; when it holds half,
+    it becomes the old one (the previous old one is dropped); an entry read from the old one moves
+    back to the young."""
 
     def __init__(self, max_entries: int = 65_536) -> None:
         self.max_entries = max_entries
@@ -147,17 +139,10 @@ class TokenCache:
             self._young, self._old = {}, {}
 
 
-_caches: dict[int, TokenCache] = {}
-_caches_lock = threading.Lock()
-
-
+@cache
 def token_cache(size: int = 65_536) -> TokenCache:
     """The process's token-count cache holding at most `size` entries (one per size asked for)."""
-    with _caches_lock:
-        found = _caches.get(size)
-        if found is None:
-            found = _caches[size] = TokenCache(size)
-        return found
+    return TokenCache(size)
 
 
 class TokenCounter:
@@ -226,17 +211,23 @@ def _json(value: object) -> str:
 
 
 def _flatten(value: object) -> str:
-    """Every key and scalar in `value`, without recursion (for nesting too deep for json)."""
+    """Every key and scalar in `value`, without recursion (for nesting too deep for json), each
+    container once (for a value that holds itself)."""
     parts: list[str] = []
     stack = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
+        if id(item) in seen:
+            continue
         if isinstance(item, Mapping):
+            seen.add(id(item))
             parts.append("{}")
             for key, inner in item.items():
                 parts.append(str(key) if isinstance(key, (str, int, float, bool)) else "?")
                 stack.append(inner)
         elif isinstance(item, (list, tuple)):
+            seen.add(id(item))
             parts.append("[]")
             stack.extend(item)
         elif isinstance(item, str):
@@ -251,23 +242,19 @@ def _content_pieces(content: object, pieces: list[str], *, nested: bool = False)
     return the tokens counted as fixed."""
     if content is None:
         return 0
-    if isinstance(content, str):
-        pieces.append(content)
-        return 0
     if not isinstance(content, list):
-        pieces.append(_json(content))
+        pieces.append(content if isinstance(content, str) else _json(content))
         return 0
     fixed = 0
     for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
         if isinstance(part, str):
             pieces.append(part)
-        elif not isinstance(part, Mapping):
-            pieces.append(_json(part))
-        elif part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+        elif kind in TEXT_PARTS and isinstance(part.get("text"), str):
             pieces.append(part["text"])
-        elif part.get("type") in _IMAGE_PARTS:
+        elif kind in _IMAGE_PARTS:
             fixed += IMAGE_TOKENS
-        elif part.get("type") == "message" and not nested and isinstance(part.get("content"), list):
+        elif kind == "message" and not nested and isinstance(part.get("content"), list):
             # A Responses message item inside an assistant turn: its parts, one level down.
             fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, nested=True)
         else:
@@ -275,39 +262,27 @@ def _content_pieces(content: object, pieces: list[str], *, nested: bool = False)
     return fixed
 
 
-def _call_pieces(call: object, pieces: list[str]) -> int:
-    """Append the texts of one tool call (its id, name and arguments) to `pieces`; its fixed tokens."""
-    if not isinstance(call, Mapping):
-        return 4 + _content_pieces(call, pieces)
-    fixed = 4
-    if isinstance(call.get("id"), str):
-        pieces.append(call["id"])
-    function = call.get("function")
-    if isinstance(function, Mapping):
-        for value in (function.get("name"), function.get("arguments")):
-            if isinstance(value, str):
-                pieces.append(value)
-            elif isinstance(value, dict):  # parsed arguments (Anthropic's tool_use input)
-                pieces.append(_json(value))
-            else:
-                fixed += _content_pieces(value, pieces)
-    return fixed
-
-
 def _message_pieces(message: Mapping[str, Any], pieces: list[str]) -> int:
-    """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens."""
+    """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens:
+    the framing, and each tool call's (its id, name and arguments are pieces)."""
     fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
-    name = message.get("name")
-    if isinstance(name, str):
-        pieces.append(name)
+    if isinstance(message.get("name"), str):
+        pieces.append(message["name"])
         fixed += 1
     calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        fixed += sum(_call_pieces(call, pieces) for call in calls)
+    for call in calls if isinstance(calls, list) else ():
+        fixed += 4
+        if not isinstance(call, Mapping):
+            fixed += _content_pieces(call, pieces)
+            continue
+        if isinstance(call.get("id"), str):
+            pieces.append(call["id"])
+        function = call.get("function")
+        if isinstance(function, Mapping):
+            fixed += _content_pieces(function.get("name"), pieces) + _content_pieces(function.get("arguments"), pieces)
     if isinstance(message.get("tool_call_id"), str):
         pieces.append(message["tool_call_id"])
     for key in ("reasoning_content", "thinking_blocks"):
-        extra = message.get(key)
-        if extra:
-            fixed += _content_pieces(extra, pieces)
+        if message.get(key):
+            fixed += _content_pieces(message[key], pieces)
     return fixed

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from litellm_governance import GovernanceConfig, govern_request
-from litellm_governance._request import read_request
+from litellm_governance._formats import FORMATS
 
 from .format_validity import anthropic_problems, responses_problems
 from .test_formats import anthropic_conversations, responses_inputs
@@ -56,7 +56,7 @@ def invalid(fmt: str, body: dict[str, Any], profile: str, prefill: bool) -> list
     else:
         found = responses_problems(body["input"])
     # The provider's rules on the conversation the body holds (as LiteLLM hands it on).
-    view = read_request(body, fmt)[0].view  # type: ignore[arg-type]
+    view = FORMATS[fmt].reader(body).view  # type: ignore[index]
     # (items no rule is about, e.g. an item_reference, go verbatim: the provider's rules do not judge them)
     chat = [m for m in view if m.get("role") in ("system", "developer", "user", "assistant", "tool")]
     if len(chat) < len(view):
@@ -137,6 +137,6 @@ def test_the_latest_user_text_reaches_the_model(
     said = task(fmt, body)
     out = govern_request(body, config=config)
     if said is not None:
-        view = read_request(out.request, fmt)[0].view  # type: ignore[arg-type]
+        view = FORMATS[fmt].reader(out.request).view  # type: ignore[index]
         sent = "\n".join(text_of(m.get("content")) for m in view if m.get("role") == "user")
         assert all(piece.strip() in sent for piece in said.split("\n") if piece.strip())

@@ -140,6 +140,14 @@ class TestTokenCounter:
         assert counter.tools(longer) > first
         assert counter.tools(None) == counter.tools([]) == 0
 
+    def test_a_value_that_holds_itself_is_counted(self) -> None:
+        """A Python caller's block that holds itself (json cannot encode it) is counted, each
+        container once, instead of being walked forever."""
+        counter = TokenCounter("cl100k_base", TokenCache(10))
+        block: dict[str, object] = {"type": "x", "note": "hello"}
+        block["self"] = block
+        assert counter.message({"role": "user", "content": [block]}) > counter.message({"role": "user", "content": ""})
+
     def test_long_blank_runs_do_not_crash(self) -> None:
         """tiktoken's o200k pattern panics on ~1M blanks: counted in slices instead."""
         counter = TokenCounter("o200k_base", TokenCache(10))
