@@ -137,7 +137,7 @@ class GovernanceConfig:
     respect_cache_control: bool = True
     #: Token counts remembered across requests (entries; each is a digest and an int).
     token_cache_size: int = 65_536
-    #: Deprecated (0.3): accepted and ignored (nothing but token counts is kept across requests).
+    #: Deprecated (0.3): accepted and ignored (nothing of a conversation but token counts is kept across requests).
     conversation_cache_size: int = 0
     #: Integration only: ``False`` lets the original request through when governance fails
     #: internally (with a warning); ``True`` rejects the request instead.

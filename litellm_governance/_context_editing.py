@@ -53,11 +53,11 @@ def requested_edits(context_management: object) -> list[Mapping[str, Any]]:
 
 
 def prompt_counter(
-    model: str, *, system: object = None, tools: object = None, token_ratio: float = 1.0
+    model: str, *, system: object = None, tools: object = None, token_ratio: float = 1.0, cache_size: int = 65_536
 ) -> PromptTokens:
     """A `PromptTokens` for `model`'s requests with this `system` and `tools`: tiktoken (offline,
     cached) times `token_ratio` (provider tokens per tiktoken token)."""
-    counter = TokenCounter(encoding_for_model(model), token_cache())
+    counter = TokenCounter(encoding_for_model(model), token_cache(cache_size))
     fixed = REPLY_PRIMING + counter.tools(tools if isinstance(tools, list) else None)
     if system is not None:
         fixed += counter.content(system)

@@ -127,25 +127,19 @@ def _line_range(arguments: Mapping[str, Any]) -> tuple[float, float] | None:
     when the arguments name a range in a way this module does not read."""
     view_range = arguments.get("view_range")
     if view_range is not None:
-        if not isinstance(view_range, list) or len(view_range) != 2:
-            return None
-        first, last = _number(view_range[0]), _number(view_range[1])
-        if first is None or last is None:
-            return None
-        return first, math.inf if last < 0 else last + 1
-    if "start_line" in arguments or "end_line" in arguments:
+        ends = view_range if isinstance(view_range, list) and len(view_range) == 2 else [None, None]
+        first, last = _number(ends[0]), _number(ends[1])
+        end = None if last is None else math.inf if last < 0 else last + 1
+    elif "start_line" in arguments or "end_line" in arguments:
         first = _number(arguments.get("start_line", 0))
         last = _number(arguments["end_line"]) if arguments.get("end_line") is not None else None
-        if first is None:
-            return None
-        return first, math.inf if last is None else last + 1
-    offset = arguments.get("offset")
-    limit = arguments.get("limit")
-    start = 0.0 if offset is None else _number(offset)
-    count = None if limit is None else _number(limit)
-    if start is None or (limit is not None and count is None):
-        return None
-    return start, math.inf if count is None else start + count
+        end = math.inf if last is None else last + 1
+    else:
+        offset, limit = arguments.get("offset"), arguments.get("limit")
+        first = 0.0 if offset is None else _number(offset)
+        count = math.inf if limit is None else _number(limit)
+        end = None if first is None or count is None else first + count
+    return None if first is None or end is None else (first, end)
 
 
 def read_target(call: CallInfo | None) -> ReadTarget | None:

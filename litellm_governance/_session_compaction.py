@@ -170,7 +170,7 @@ class Session:
     tokens: int
 
 
-def session_note(items: Sequence[Any], model: str, *, tokens: int = NOTE_TOKENS) -> Session:
+def session_note(items: Sequence[Any], model: str, *, tokens: int = NOTE_TOKENS, cache_size: int = 65_536) -> Session:
     """The deterministic note of a whole session (what governance writes for cut turns, `_trace`):
     each call with its main argument and outcome, what the user and the assistant said, the oldest
     folded into counts beyond `tokens`; and the session's size. A session compacted before goes on
@@ -182,7 +182,7 @@ def session_note(items: Sequence[Any], model: str, *, tokens: int = NOTE_TOKENS)
         text = _summary_text(item)
         if text is not None:
             start, earlier = index + 1, text
-    counter = TokenCounter(encoding_for_model(model), token_cache())
+    counter = TokenCounter(encoding_for_model(model), token_cache(cache_size))
     size = sum(map(counter.message, ResponsesOutline(history).view))
     view = ResponsesOutline(history[start:]).view
     results = {m["tool_call_id"]: m for m in view if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str)}
@@ -197,7 +197,7 @@ def session_note(items: Sequence[Any], model: str, *, tokens: int = NOTE_TOKENS)
 
 def text_tokens(text: str, model: str) -> int:
     """The tokens of `text` (tiktoken, in `model`'s encoding): a summary's size."""
-    return TokenCounter(encoding_for_model(model), token_cache()).text(text)
+    return TokenCounter(encoding_for_model(model), token_cache(0)).text(text)  # (counted once: no cache)
 
 
 def _summary_text(item: object) -> str | None:

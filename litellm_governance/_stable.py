@@ -1,47 +1,30 @@
 """Step (``cache_stable``): compaction and snipping replayed over the conversation's own growth,
-so that consecutive requests of an agent loop share their governed prefix.
+so that consecutive requests of an agent loop share their governed prefix (which providers bill
+at a fraction of the price).
 
-Providers bill the longest prefix a request shares with a recent one at a fraction of the price
-(and serve it faster). Nanobot's rules applied to every request rewrite that prefix on most
-turns: each new result pushes an old one past the ``keep_recent`` line, and keeping exactly as
-much as fits moves the first kept message on every turn. A gateway keeps no per-conversation
-state, so the stability has to come from the function itself. It does, because agents resend
-their whole history: this step walks the history unit by unit from its start, as if watching the
-conversation grow, and applies the rules with hysteresis at each step:
+Nanobot's rules rewrite that prefix on most turns: each new result pushes an old one past
+``keep_recent``, and keeping exactly as much as fits moves the cut every turn. A gateway keeps no
+state per conversation, but agents resend their whole history, so this step walks it unit by unit
+from the start, as if watching it grow, and applies the rules with hysteresis:
 
-* a unit arrives whole;
 * compaction in batches: when ``keep_recent + compact_batch`` results are whole, the oldest
   ``compact_batch`` become stubs;
-* when what follows the cut no longer fits the budget (an *event*: the request is rewritten from
-  the first message that changes), the oldest whole results become stubs, keeping whole the
-  newest, as many as `PRESSURE_SHARE` of the room holds at the conversation's growth (at least
-  two, at most ``keep_recent``); then, unless compacting alone is the better deal (below), the cut
-  jumps forward until what is left fits in the *cut-back level* (or only the newest unit is left).
+* an *event* when what follows the cut no longer fits: the oldest whole results become stubs
+  (the newest kept whole, as many as `PRESSURE_SHARE` of the room holds, at least
+  `PRESSURE_KEEP_RECENT`), then, unless compacting alone is the better deal, the cut jumps forward
+  until what is left fits in the *cut-back level*.
 
-Both decisions come from the conversation's own growth, measured on the request at that step of
-the replay: ``growth`` is the mean size of the last `GROWTH_UNITS` units as they arrived, the
-tokens a turn adds (the mean, not the median: tool outputs are skewed, and the room a run of turns
-takes is their sum). An event loses a share ``c`` of the previous request's prefix: a cut all of
-it but the system messages and tools, a compaction what follows the oldest compacted result.
-After an event leaving ``kept`` tokens of history, the next one comes about ``(room - kept) /
-growth`` turns later, and meanwhile the history averages ``(kept + room) / 2``. An event is worth
+``growth`` is the mean size of the last `GROWTH_UNITS` units, the tokens a turn adds. An event
+losing share ``c`` of the previous request's prefix and leaving ``kept`` tokens of history buys
+``(room - kept) / growth`` turns averaging ``(kept + room) / 2``; it is worth
 
     value(kept, c) = (kept + room) / (2 * budget) - REUSE_PRICE * c * growth / (room - kept)
 
-the budget use over the turns it buys, minus the prefix lost per turn priced at `REUSE_PRICE`.
-The best cut-back level is ``room - sqrt(2 * REUSE_PRICE * c * growth * budget)``
-(`cut_back_level`): a conversation whose turns are large for its window is cut back far, so cuts
-stay rare; one whose turns are small keeps most of the room (bench/cache.py: about 30 % of the
-room at 24k, 75 % at 128k, against a fixed 30 % before). Compacting without cutting is kept when
-it is worth more than that cut, or when it leaves the history within `COMPACT_ENOUGH` of the way
-from the cut-back level to the full room. A ``snip_watermark`` in the config replaces the derived
-level: cuts go back to that share of the room, and compacting alone is enough up to a third of the
-way from there to the full room.
-
-The request of turn n+1 replays turn n's steps exactly (every figure above is measured on the
-units up to the step being replayed), then takes one more: between the rare events, the governed
-request only grows at its end. It is still a pure function of the request: deterministic,
-idempotent (a governed request fits, so replaying it triggers nothing), and within budget.
+whose best level is ``room - sqrt(2 * REUSE_PRICE * c * growth * budget)`` (`cut_back_level`):
+large turns for the window cut back far, small ones keep most of the room. A ``snip_watermark``
+replaces the derived level. Every figure is measured on the units up to the step replayed, so
+the request of turn n+1 replays turn n's steps exactly and then takes one more: between events the
+governed request only grows at its end — still a pure, deterministic, idempotent function.
 """
 
 from __future__ import annotations

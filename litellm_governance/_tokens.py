@@ -140,8 +140,9 @@ class TokenCache:
 
 
 @cache
-def token_cache(size: int = 65_536) -> TokenCache:
-    """The process's token-count cache holding at most `size` entries (one per size asked for)."""
+def token_cache(size: int) -> TokenCache:
+    """The process's cache of token counts holding at most `size` entries (the config's
+    ``token_cache_size``: one per size configured)."""
     return TokenCache(size)
 
 

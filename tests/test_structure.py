@@ -204,3 +204,31 @@ class TestHypothesisProfiles:
 
         loaded = settings.default.max_examples
         assert examples(300) == loaded and examples(150) == max(1, loaded // 2) and examples(1) >= 1
+
+
+class TestReadableSize:
+    """The runtime stays readable in an afternoon (#53): no module over 400 lines, no function over
+    60, and ruff's complexity rules on for it with their defaults (`make lint` runs them)."""
+
+    RUNTIME = [p for p in (ROOT / "litellm_governance").rglob("*.py") if "testing" not in p.parts]
+
+    def test_no_module_over_400_lines(self) -> None:
+        lines = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in self.RUNTIME}
+        assert {p: n for p, n in lines.items() if n > 400} == {}
+
+    def test_no_function_over_60_lines(self) -> None:
+        long = []
+        for path in self.RUNTIME:
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    size = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if size > 60:
+                        long.append(f"{path.name}:{node.name} {size}")
+        assert long == []
+
+    def test_the_complexity_rules_are_on_for_the_runtime(self) -> None:
+        lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+        rules = {"PLR0911", "PLR0912", "PLR0915"}
+        assert "PL" in lint["select"] and not rules & set(lint["ignore"])
+        exempt = [glob for glob, ignored in lint["per-file-ignores"].items() if rules & set(ignored)]
+        assert all(glob.startswith(("tests/", "bench/", "litellm_governance/testing/")) for glob in exempt)

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_governance import TokenizerUnavailableError, _tokens
-from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model, get_encoding
+from litellm_governance import GovernanceConfig, TokenizerUnavailableError, _tokens
+from litellm_governance._context_editing import prompt_counter
+from litellm_governance._session_compaction import session_note
+from litellm_governance._tokens import TokenCache, TokenCounter, encoding_for_model, get_encoding, token_cache
 
 from .builders import examples
 
@@ -75,6 +77,18 @@ class TestTokenCache:
         counter = TokenCounter("cl100k_base", cache)
         assert counter.text("hello world " * 100) == counter.text("hello world " * 100) == 201
         assert len(cache) == 0
+
+    def test_one_cache_per_configured_size(self) -> None:
+        """Context editing and the compaction note count in the cache of the configured size:
+        with ``token_cache_size`` 0 nothing is kept in a default-sized cache behind the operator's back."""
+        default = token_cache(GovernanceConfig().token_cache_size)
+        default.clear()
+        text = "A long tool result, line after line. " * 200
+        prompt_counter("anthropic/claude-sonnet-4-5", cache_size=0)([{"role": "user", "content": text}])
+        session_note([{"type": "message", "role": "user", "content": text}], "gpt-4o", cache_size=0)
+        assert len(default) == 0
+        prompt_counter("anthropic/claude-sonnet-4-5", cache_size=1_000)([{"role": "user", "content": text}])
+        assert len(token_cache(1_000)) > 0 and len(default) == 0
 
 
 class TestTokenCounter:

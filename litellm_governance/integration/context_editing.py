@@ -82,6 +82,7 @@ def prepare(
     request: dict[str, Any],
     fmt: Format,
     targets: Callable[[], Sequence[tuple[Deployment, bool]]],
+    cache_size: int = 65_536,
 ) -> dict[str, Any] | None:
     """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
     context edits, replace compaction blocks or items. The changed request (a copy), or None."""
@@ -99,14 +100,20 @@ def prepare(
                 missing &= _EVERYTHING - native_features(target, fmt, translated)
             if not deployments or (not edits and COMPACT not in missing):
                 return None  # every target compacts itself
-            return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0])
+            return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0], cache_size=cache_size)
         except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
             _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
     return None
 
 
 def _prepare(
-    request: dict[str, Any], fmt: Format, edits: list[Mapping[str, Any]], missing: frozenset[str], target: Deployment
+    request: dict[str, Any],
+    fmt: Format,
+    edits: list[Mapping[str, Any]],
+    missing: frozenset[str],
+    target: Deployment,
+    *,
+    cache_size: int,
 ) -> dict[str, Any] | None:
     key = HISTORY[fmt]
     changed: dict[str, Any] = {}
@@ -123,6 +130,7 @@ def _prepare(
             system=request.get("system"),
             tools=request.get("tools"),
             token_ratio=PROFILES["anthropic"].token_ratio,  # the edits' thresholds are Anthropic's tokens
+            cache_size=cache_size,
         )
         history = changed.get(key, request[key])
         outcome = apply_context_edits(history, spec, count=count, thinking=request.get("thinking"), types=types)

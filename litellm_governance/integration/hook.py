@@ -129,7 +129,9 @@ class GovernanceHook(CustomLogger):
         """Context editing for what none of `deployments` does itself, then (if to `govern`) the pass
         for the target `target_of` names; the report says when the gateway answers a compaction. The
         request as it goes on (`prepared` by session compaction, edited, governed), or None: as it came."""
-        changed = context_editing.prepare(prepared or request, fmt, deployments) or prepared
+        changed = (
+            context_editing.prepare(prepared or request, fmt, deployments, self.config.token_cache_size) or prepared
+        )
         current = changed or request
         config = self._config_or_report(current, fmt, stage) if govern else None
         if config is not None and config.enabled:

@@ -138,7 +138,7 @@ def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], Gover
 
 def _planned(request: Mapping[str, Any], config: GovernanceConfig, target: Deployment) -> dict[str, Any]:
     """The summary request for compaction request `request`, with its `Plan`."""
-    session = session_note(request["input"], target.model)
+    session = session_note(request["input"], target.model, cache_size=config.token_cache_size)
     note_mode = config.compaction == "note"
     out = summary_request(request, note=session.note if note_mode else None)
     if config.summary_model and not note_mode:
