@@ -18,12 +18,11 @@ class Ledger:
     the list; `removed` turns them into the provider tokens each stage removed, which add up to
     ``tokens_before - tokens_after`` exactly."""
 
-    def __init__(self, ctx: Context, messages: list[Message], raw: int) -> None:
-        self._ctx = ctx
-        self._last = messages
+    def __init__(self, ctx: Context, messages: list[Message]) -> None:
+        self._ctx, self._last = ctx, messages
         #: Tokens before the first stage, and after the last measured.
-        self.before = self.raw = raw
-        self._marks: list[tuple[str, int]] = [("", raw)]
+        self.before = self.raw = ctx.tools_tokens + REPLY_PRIMING + ctx.total(messages)
+        self._marks: list[tuple[str, int]] = [("", self.raw)]
 
     def _total(self, messages: list[Message]) -> int:
         if messages is self._last:
