@@ -5,9 +5,11 @@ deployment, summary model and prompt — the integration adds (`integration.summ
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from litellm_governance import GovernanceConfig, govern_request
+from litellm_governance._calibration import Calibration, deployment_key
 from litellm_governance.integration.summaries import Summaries, summary_scope
 
 from .builders import assistant, call, long_text, result, system, user
@@ -105,3 +107,28 @@ class TestWhoseSummaryARequestMayUse:
         other = self.scope(metadata={"user_api_key_team_id": "team-b"})
         assert store.ready_for(other).get("cut-key") is None
         assert "cut-key" not in store.ready_for(other)
+
+
+class TestTheOtherSharedCache:
+    """Calibration, the one other thing shared through Redis, is kept per deployment and holds
+    numbers only: nothing of a request's content, and no secret of the deployment in its key."""
+
+    def test_a_calibration_value_is_numbers_only(self) -> None:
+        state = Calibration()
+        for ratio in (1.1, 1.2, 1.15, 1.3, 1.25, 1.18):
+            state = state.with_sample(ratio)
+        state = replace(state, floor=1.4, floor_until=state.count + 5)
+        value = state.to_value()
+        assert set(value) <= {"v", "n", "s", "f", "u", "a"}
+        samples = value["s"]
+        assert isinstance(samples, list)
+        numbers = [*(value[k] for k in value if k != "s"), *samples]
+        assert numbers and all(type(n) in (int, float) for n in numbers)
+        assert Calibration.from_value(json.loads(json.dumps(value))) == state
+
+    def test_a_deployment_key_names_no_secret(self) -> None:
+        secret = "sk-live-SECRET-in-the-url"
+        key = deployment_key(None, "openai/gpt-4o", f"https://proxy.example/{secret}/v1")
+        assert secret not in key and "SECRET" not in key
+        assert deployment_key({"id": "c0ffee" * 10}, "x") == "c0ffee" * 10  # LiteLLM's id, as LiteLLM gives it
+        assert "SECRET" not in deployment_key({"id": secret + " with spaces"}, "x")
