@@ -1,14 +1,10 @@
 """`render_html`: one self-contained HTML page showing what governance did to one request.
 
-The input is the ``explain`` JSON: header figures and one row per input and per output message (role,
-tool name, tokens, fate; never message content). Every string in it is escaped: roles, tool names and
-fates come from the client. The page loads nothing: its CSS and its one script (``_html.css`` and
-``_html.js`` beside this module) are inline, the script pinned by a Content-Security-Policy hash.
-
-Layout: a header with the request's figures, a legend of fates with counts, two strips ("before" and
-"after", one cell per message, width proportional to tokens) and a table per side, all rendered here.
-The script only adds the hover card (read from the table row), the counterpart highlight and
-click-to-row.
+Input: the ``explain`` JSON (figures, and per message its role, tool, tokens and fate; never content),
+every string escaped (roles, tool names and fates come from the client). The page loads nothing: its
+CSS and script (``_html.css``, ``_html.js``) are inline, the script pinned by a CSP hash. The header,
+legend, strips ("before" and "after", one cell per message, width by tokens) and tables are rendered
+here; the script only adds the hover card, the counterpart highlight and click-to-row.
 """
 
 from __future__ import annotations
