@@ -107,7 +107,11 @@ def _strip(side: str, rows: Sequence[Row], links: list[list[int]], row_tokens: i
         f'style="width:{min(100.0, 100.0 * row["tokens"] / row_tokens):.3f}%"></span>'
         for row, linked in zip(rows, links, strict=True)
     )
-    return f'<div class="strip" id="strip-{side}">{cells}</div>'
+    return (
+        f'<h2>{side.title()} <small>{len(rows):,} entries · <span class="strip-tokens">'
+        f"{sum(r['tokens'] for r in rows):,}</span> tokens of system and messages, before the ratio</small></h2>"
+        f'<div class="strip" id="strip-{side}">{cells}</div>'
+    )
 
 
 def _table(side: str, rows: Sequence[Row]) -> str:
@@ -265,12 +269,6 @@ def render_html(explain: Mapping[str, Any]) -> str:
     total = max(sum(r["tokens"] for r in before), sum(r["tokens"] for r in after), 1)
     row_tokens, row_what = _row_tokens(report.get("context_window"), total)
 
-    def side_title(name: str, rows: Sequence[Row]) -> str:
-        return (
-            f'<h2>{name} <small>{len(rows):,} entries · <span class="strip-tokens">'
-            f"{sum(r['tokens'] for r in rows):,}</span> tokens of system and messages, before the ratio</small></h2>"
-        )
-
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -283,9 +281,8 @@ def render_html(explain: Mapping[str, Any]) -> str:
         f"{row_tokens:,} tokens ({row_what}); every cell has a minimum width. "
         f"Dark underline: system or developer message; grey: user message. "
         f"Hover a cell for details and its counterpart; click it for its table row.</p>"
-        f'<section class="strips" id="strips">{side_title("Before", before)}'
-        f"{_strip('before', before, links_before, row_tokens)}\n"
-        f"{side_title('After', after)}{_strip('after', after, links_after, row_tokens)}"
+        f'<section class="strips" id="strips">{_strip("before", before, links_before, row_tokens)}\n'
+        f"{_strip('after', after, links_after, row_tokens)}"
         '<div id="veil"></div><div id="marks"></div></section>\n'
         f"{_table('before', before)}\n{_table('after', after)}\n"
         f'</main><div id="tip" role="tooltip"></div>'
