@@ -89,9 +89,9 @@ def _fate_class(fate: str) -> str:
 
 def _row_tokens(window: int | None, total: int) -> tuple[int, str]:
     """Tokens one full strip row stands for, and what that number is."""
-    if window is not None and 0 < window <= total and window * _MAX_ROWS >= total:
-        return window, "the context window"
     if window is not None and 0 < window <= total:
+        if window * _MAX_ROWS >= total:
+            return window, "the context window"
         n, what = total / _MAX_ROWS, f"so that the request takes about {_MAX_ROWS} rows"
     else:
         n, what = total * 1.1, "the larger side, with room for the cells' minimum width"
