@@ -1,17 +1,15 @@
 """Compaction blocks (Anthropic) and items (OpenAI Responses): where the history the provider still
 reads begins, and what a provider that does not know them gets instead. Pure.
 
-* Anthropic's server-side compaction (``compact_20260112``) answers with a ``compaction`` block
-  (``{"type": "compaction", "content": "<summary>"}``, optionally ``encrypted_content``) that the
-  client sends back in its assistant turn; the API drops everything before the newest one. A
-  block whose ``content`` is null records a compaction that failed: the API treats it as a no-op.
-* OpenAI's compaction (``context_management`` with ``compact_threshold``, or
-  ``/responses/compact``) returns a ``compaction`` item whose opaque ``encrypted_content`` carries
-  the earlier context; the items before the newest one are not needed any more.
+* Anthropic (``compact_20260112``): a ``compaction`` block (``content``: the summary; optionally
+  ``encrypted_content``) in the assistant turn; the API drops everything before the newest one. A
+  block whose ``content`` is null records a failed compaction: a no-op.
+* OpenAI (``context_management`` with ``compact_threshold``, or ``/responses/compact``): a
+  ``compaction`` item whose opaque ``encrypted_content`` carries the items before it.
 
-A provider that does not know them (a route LiteLLM translates) gets `without_compaction`: the
-summary as plain text in the compaction's place, without the history before it; an OpenAI item,
-which has no readable summary, is removed and the history before it stays.
+A provider that knows neither (a route LiteLLM translates) gets `without_compaction`: the summary as
+text in the newest compaction's place, without the history before it; an item without a readable
+summary is removed and the history before it stays.
 """
 
 from __future__ import annotations
@@ -48,14 +46,12 @@ def newest_compaction(history: Sequence[Any], where: Where) -> tuple[int, int] |
     """Where the newest compaction the provider acts on is (an Anthropic block with null content
     is a no-op): ``(message, block)`` in an Anthropic ``messages`` list, ``(item, -1)`` in a
     Responses ``input`` list; None when there is none."""
-    for index in range(len(history) - 1, -1, -1):
+    for index in reversed(range(len(history))):
         entry = history[index]
-        if where == "item":
-            if is_compaction(entry):
-                return index, -1
-            continue
-        content = _blocks(entry.get("content") if isinstance(entry, Mapping) else None)
-        for block in range(len(content) - 1, -1, -1):
+        if where == "item" and is_compaction(entry):
+            return index, -1
+        content = _blocks(entry.get("content")) if where == "block" and isinstance(entry, Mapping) else []
+        for block in reversed(range(len(content))):
             if is_compaction(content[block]) and content[block].get("content") is not None:
                 return index, block
     return None

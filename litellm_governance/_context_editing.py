@@ -177,17 +177,14 @@ def _clear_thinking(messages: list[Any], edit: Mapping[str, Any]) -> tuple[list[
     return (out, cleared) if cleared else (messages, 0)
 
 
-@dataclass(frozen=True)
-class _Use:
-    """One tool use: where its ``tool_use`` block and its ``tool_result`` block sit (message, block)."""
-
-    name: str
-    call: tuple[int, int]
-    result: tuple[int, int] | None
+#: A block where it sits: (message index, block index, the block).
+_At = tuple[int, int, Mapping[str, Any]]
 
 
-def _tool_uses(messages: Sequence[Any]) -> list[_Use]:
-    def blocks(role: str, kind: str) -> list[tuple[int, int, Mapping[str, Any]]]:
+def _tool_uses(messages: Sequence[Any]) -> list[tuple[str, _At, _At | None]]:
+    """Each tool use: its tool's name, its ``tool_use`` block and its ``tool_result`` block (None: none)."""
+
+    def blocks(role: str, kind: str) -> list[_At]:
         return [
             (i, j, block)
             for i, message in enumerate(messages)
@@ -196,12 +193,12 @@ def _tool_uses(messages: Sequence[Any]) -> list[_Use]:
             if isinstance(block, Mapping) and block.get("type") == kind
         ]
 
-    results: dict[str, tuple[int, int]] = {}
-    for i, j, block in blocks("user", "tool_result"):
-        results.setdefault(str(block.get("tool_use_id")), (i, j))
+    results: dict[str, _At] = {}
+    for result in blocks("user", "tool_result"):
+        results.setdefault(str(result[2].get("tool_use_id")), result)
     return [
-        _Use(block["name"] if isinstance(block.get("name"), str) else "", (i, j), results.get(str(block.get("id"))))
-        for i, j, block in blocks("assistant", "tool_use")
+        (call[2]["name"] if isinstance(call[2].get("name"), str) else "", call, results.get(str(call[2].get("id"))))
+        for call in blocks("assistant", "tool_use")
     ]
 
 
@@ -217,14 +214,13 @@ def _clear_tool_uses(
     inputs = edit.get("clear_tool_inputs")
     changes: dict[tuple[int, int], dict[str, Any]] = {}
     cleared = 0
-    for use in (u for u in uses[: max(0, len(uses) - keep)] if u.name not in excluded):
+    for name, (i, j, call), result in (u for u in uses[: max(0, len(uses) - keep)] if u[0] not in excluded):
         changed = False
-        if use.result is not None and (result := _block(messages, use.result)).get("content") != CLEARED_TOOL_RESULT:
-            changes[use.result] = {**result, "content": CLEARED_TOOL_RESULT}
+        if result is not None and result[2].get("content") != CLEARED_TOOL_RESULT:
+            changes[result[:2]] = {**result[2], "content": CLEARED_TOOL_RESULT}
             changed = True
-        call = _block(messages, use.call)
-        if (inputs is True or (isinstance(inputs, list) and use.name in inputs)) and call.get("input") != {}:
-            changes[use.call] = {**call, "input": {}}  # (an empty object: still valid)
+        if (inputs is True or (isinstance(inputs, list) and name in inputs)) and call.get("input") != {}:
+            changes[(i, j)] = {**call, "input": {}}  # (an empty object: still valid)
             changed = True
         cleared += changed
     if not cleared:
@@ -236,8 +232,3 @@ def _clear_tool_uses(
     if minimum is not None and tokens - count(edited) < minimum[1]:
         return messages, 0  # "Context will only be modified if at least this many tokens can be removed"
     return edited, cleared
-
-
-def _block(messages: Sequence[Any], at: tuple[int, int]) -> Mapping[str, Any]:
-    block = _blocks(messages[at[0]])[at[1]]
-    return block if isinstance(block, Mapping) else {}

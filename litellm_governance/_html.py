@@ -1,14 +1,10 @@
 """`render_html`: one self-contained HTML page showing what governance did to one request.
 
-The input is the ``explain`` JSON: header figures and one row per input and per output message (role,
-tool name, tokens, fate; never message content). Every string in it is escaped: roles, tool names and
-fates come from the client. The page loads nothing: its CSS and its one script (``_html.css`` and
-``_html.js`` beside this module) are inline, the script pinned by a Content-Security-Policy hash.
-
-Layout: a header with the request's figures, a legend of fates with counts, two strips ("before" and
-"after", one cell per message, width proportional to tokens) and a table per side, all rendered here.
-The script only adds the hover card (read from the table row), the counterpart highlight and
-click-to-row.
+Input: the ``explain`` JSON (figures, and per message its role, tool, tokens and fate; never content),
+every string escaped (roles, tool names and fates come from the client). The page loads nothing: its
+CSS and script (``_html.css``, ``_html.js``) are inline, the script pinned by a CSP hash. The header,
+legend, strips ("before" and "after", one cell per message, width by tokens) and tables are rendered
+here; the script only adds the hover card, the counterpart highlight and click-to-row.
 """
 
 from __future__ import annotations
@@ -93,9 +89,9 @@ def _fate_class(fate: str) -> str:
 
 def _row_tokens(window: int | None, total: int) -> tuple[int, str]:
     """Tokens one full strip row stands for, and what that number is."""
-    if window is not None and 0 < window <= total and window * _MAX_ROWS >= total:
-        return window, "the context window"
     if window is not None and 0 < window <= total:
+        if window * _MAX_ROWS >= total:
+            return window, "the context window"
         n, what = total / _MAX_ROWS, f"so that the request takes about {_MAX_ROWS} rows"
     else:
         n, what = total * 1.1, "the larger side, with room for the cells' minimum width"
@@ -111,7 +107,11 @@ def _strip(side: str, rows: Sequence[Row], links: list[list[int]], row_tokens: i
         f'style="width:{min(100.0, 100.0 * row["tokens"] / row_tokens):.3f}%"></span>'
         for row, linked in zip(rows, links, strict=True)
     )
-    return f'<div class="strip" id="strip-{side}">{cells}</div>'
+    return (
+        f'<h2>{side.title()} <small>{len(rows):,} entries · <span class="strip-tokens">'
+        f"{sum(r['tokens'] for r in rows):,}</span> tokens of system and messages, before the ratio</small></h2>"
+        f'<div class="strip" id="strip-{side}">{cells}</div>'
+    )
 
 
 def _table(side: str, rows: Sequence[Row]) -> str:
@@ -269,12 +269,6 @@ def render_html(explain: Mapping[str, Any]) -> str:
     total = max(sum(r["tokens"] for r in before), sum(r["tokens"] for r in after), 1)
     row_tokens, row_what = _row_tokens(report.get("context_window"), total)
 
-    def side_title(name: str, rows: Sequence[Row]) -> str:
-        return (
-            f'<h2>{name} <small>{len(rows):,} entries · <span class="strip-tokens">'
-            f"{sum(r['tokens'] for r in rows):,}</span> tokens of system and messages, before the ratio</small></h2>"
-        )
-
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -287,9 +281,8 @@ def render_html(explain: Mapping[str, Any]) -> str:
         f"{row_tokens:,} tokens ({row_what}); every cell has a minimum width. "
         f"Dark underline: system or developer message; grey: user message. "
         f"Hover a cell for details and its counterpart; click it for its table row.</p>"
-        f'<section class="strips" id="strips">{side_title("Before", before)}'
-        f"{_strip('before', before, links_before, row_tokens)}\n"
-        f"{side_title('After', after)}{_strip('after', after, links_after, row_tokens)}"
+        f'<section class="strips" id="strips">{_strip("before", before, links_before, row_tokens)}\n'
+        f"{_strip('after', after, links_after, row_tokens)}"
         '<div id="veil"></div><div id="marks"></div></section>\n'
         f"{_table('before', before)}\n{_table('after', after)}\n"
         f'</main><div id="tip" role="tooltip"></div>'

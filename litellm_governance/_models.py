@@ -51,7 +51,7 @@ class ModelFacts:
         """Whether the model accepts a trailing assistant message (assistant prefill)."""
         if self.supports_prefill is not None:
             return self.supports_prefill
-        return _litellm_facts(model, self.provider, self.bare_model or model)[1]
+        return _litellm_facts(model, self.provider, self.bare_model)[1]
 
 
 @lru_cache(maxsize=4096)

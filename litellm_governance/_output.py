@@ -1,15 +1,13 @@
-"""The output reservation: how many tokens of the window are kept for the answer, and the request
-fields that say so where the reserve is below what the request asked for.
+"""The output reservation: the tokens of the window kept for the answer, and the request fields
+lowered where the reserve is below what the request asked for.
 
-Providers reject a request whose input plus its ``max_tokens`` exceeds the window (OpenAI's and
-vLLM's "you requested N tokens", Anthropic's "input length and `max_tokens` exceed context limit"),
-and Claude Code asks for 32,000 output tokens on every request: on a 32k deployment nothing would be
-left for the history. So the reserve is fitted like the input: the smallest of what the request asks
-(else the configured default), the deployment's ``model_info.max_output_tokens`` where the operator
-stated it, and ``max_output_share`` of the window — never below what a useful answer needs
-(`FLOOR`; twice that with Anthropic's extended thinking on, so its ``budget_tokens`` of at least
-1,024 stays below ``max_tokens``). The request's own field is lowered to the reserve (and the
-thinking budget with it where needed), unless the operator turned that off (``fit_max_output``).
+Providers reject input plus ``max_tokens`` above the window, and Claude Code asks for 32,000 output
+tokens on every request, which would leave a 32k deployment no history. So the reserve is the
+smallest of what the request asks (else the configured default), the deployment's
+``model_info.max_output_tokens`` and ``max_output_share`` of the window, never below `FLOOR` (twice
+that with Anthropic's extended thinking, whose ``budget_tokens`` of at least 1,024 must stay below
+``max_tokens``). The request's field (and thinking budget) is lowered to it unless ``fit_max_output``
+is off.
 """
 
 from __future__ import annotations

@@ -66,11 +66,11 @@ _DROPPED: Final = (
 def is_trigger_request(request: Mapping[str, Any]) -> bool:
     """Whether `request` (a Responses body) asks for a compaction: its last input item is the trigger."""
     items = request.get("input")
-    return isinstance(items, list) and bool(items) and _is_trigger(items[-1])
+    return isinstance(items, list) and bool(items) and _is_type(items[-1], TRIGGER)
 
 
-def _is_trigger(item: object) -> bool:
-    return isinstance(item, Mapping) and item.get("type") == TRIGGER
+def _is_type(item: object, kind: str) -> bool:
+    return isinstance(item, Mapping) and item.get("type") == kind
 
 
 def summary_request(request: Mapping[str, Any], *, note: str | None = None) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def summary_request(request: Mapping[str, Any], *, note: str | None = None) -> d
     user message with `INSTRUCTION`; no tools. With `note` (the gateway answers with it and asks no
     model) the history is that note alone, so nothing large is governed or sent on."""
     items = request.get("input")
-    history = [item for item in items if not _is_trigger(item)] if isinstance(items, list) else []
+    history = [item for item in items if not _is_type(item, TRIGGER)] if isinstance(items, list) else []
     if note is not None:
         history = [_user_message(note)]
     out = {key: value for key, value in request.items() if key not in _DROPPED}
@@ -122,32 +122,18 @@ def compaction_item(summary: str) -> dict[str, Any]:
     return {"type": "compaction", "id": f"cmp_{digest}", "encrypted_content": encode_summary(summary)}
 
 
-def summary_message(summary: str) -> dict[str, Any]:
-    """The user message one of the gateway's compaction items becomes on a later request."""
-    return _user_message(f"{SUMMARY_OPENING}\n\n{summary}")
-
-
-def _own_summary(item: object) -> str | None:
-    if not isinstance(item, Mapping) or item.get("type") != "compaction":
-        return None
-    return decode_summary(item.get("encrypted_content"))
-
-
 def read_back(items: object) -> list[Any] | None:
-    """`items` (a Responses ``input``) with each of the gateway's own compaction items replaced by
-    `summary_message`, every other item as it came; None when there is none of ours."""
+    """`items` (a Responses ``input``) with each of the gateway's own compaction items replaced by a
+    user message holding its summary, every other item as it came; None when there is none of ours."""
     if not isinstance(items, list):
         return None
-    out: list[Any] = []
-    found = False
-    for item in items:
-        summary = _own_summary(item)
-        if summary is None:
-            out.append(item)
-        else:
-            out.append(summary_message(summary))
-            found = True
-    return out if found else None
+    summaries = [decode_summary(i.get("encrypted_content")) if _is_type(i, "compaction") else None for i in items]
+    if all(summary is None for summary in summaries):
+        return None
+    return [
+        item if summary is None else _user_message(f"{SUMMARY_OPENING}\n\n{summary}")
+        for item, summary in zip(items, summaries, strict=True)
+    ]
 
 
 def summary_of_answer(text: object) -> str | None:
@@ -176,7 +162,7 @@ def session_note(items: Sequence[Any], model: str, *, tokens: int = NOTE_TOKENS,
     folded into counts beyond `tokens`; and the session's size. A session compacted before goes on
     from its summary: the note opens with it (its newest `4 * tokens` characters) and lists what
     came after. Never empty."""
-    history = [item for item in items if not _is_trigger(item)]
+    history = [item for item in items if not _is_type(item, TRIGGER)]
     start, earlier = 0, ""
     for index, item in enumerate(history):
         text = _summary_text(item)
@@ -201,7 +187,7 @@ def text_tokens(text: str, model: str) -> int:
 
 
 def _summary_text(item: object) -> str | None:
-    """The summary a `summary_message` holds (without its opening line); None for any other item."""
+    """The summary a message of `read_back` holds (without its opening line); None for any other item."""
     if not isinstance(item, Mapping) or item.get("role") != "user":
         return None
     content = item.get("content")

@@ -1,14 +1,9 @@
 """Request rule: with thinking on, Claude needs the last assistant turn of an open tool loop to start
-with its (signed) thinking block. Pure.
-
-"When `thinking` is enabled, a final `assistant` message must start with a thinking block
-(preceeding the lastmost set of `tool_use` and `tool_result` blocks) ... To avoid this
-requirement, disable `thinking`" (Anthropic's 400, PROVIDERS.md ``anthropic.thinking_first``).
-A gateway cannot make a thinking block up: its signature is the provider's. When the client or a
-bridge lost it — LiteLLM's Responses-to-Anthropic bridge returns Claude's thinking to Codex without
-its signature, so Codex can never send it back — the request is sent with thinking off, as the
-error advises, and the report says so. Requests that keep their thinking blocks (Claude Code) are
-never touched.
+with its (signed) thinking block, or thinking off (Anthropic's 400, PROVIDERS.md
+``anthropic.thinking_first``). A gateway cannot make up a block signed by the provider, so where the
+client or a bridge lost it (LiteLLM's Responses-to-Anthropic bridge returns Claude's thinking to Codex
+unsigned) the request goes with thinking off and the report says so. Requests that keep their
+thinking blocks (Claude Code) are never touched. Pure.
 """
 
 from __future__ import annotations
