@@ -58,10 +58,6 @@ class Layout:
     #: user messages after it included), else the unit itself.
     keep_from: list[int]
 
-    def latest_cut(self) -> int:
-        """The latest unit a cut of the whole request may keep from: the newest exchange's."""
-        return self.keep_from[-1] if self.keep_from else 0
-
     @classmethod
     def of(cls, messages: list[Message], ctx: Context) -> Layout:
         """Units and their costs, including what the role rules will add to them (a bridge turn
@@ -221,7 +217,7 @@ def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap:
     """The earliest unit to keep from so the rest fits with the note for what goes, in at most
     `cap` tokens (the newest unit when nothing fits; the note then gets what room is left)."""
     tail = sum(layout.tokens)
-    latest = layout.latest_cut()
+    latest = layout.keep_from[-1]  # the newest exchange's
     first = 0
     while first < latest and tail > room:  # what a cut keeps is at least its tail: none before fits
         tail -= layout.tokens[first]

@@ -32,10 +32,9 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from ._calls import describe_size
 from ._context import Context, Fate, StepResult
 from ._messages import Message
-from ._microcompact import AGAIN, STALE, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
+from ._microcompact import Candidate, Catalogue, catalogue, compact, is_oversized
 from ._snip import Layout, assemble, note_cap, note_for, trace_index
 from ._steps import COMPACTED, SUPERSEDED
 from ._trace import TraceIndex
@@ -137,7 +136,8 @@ class _Replay:
         unit = self.unit_of[candidate.index]
         # What that saves: a stub replaces the content and nothing else.
         content = self.messages[candidate.index].get("content")
-        saving = self.ctx.counter.content(content) - self.ctx.counter.text(_stub(self.messages, candidate))
+        stub = compact(self.messages[candidate.index], candidate)["content"]
+        saving = self.ctx.counter.content(content) - self.ctx.counter.text(stub)
         self.current[unit] -= saving
         return saving if unit >= self.cut else 0
 
@@ -249,13 +249,6 @@ def _batched(candidates: list[Candidate], keep: int, batch: int, newest: frozens
     if chosen or excess - excess % batch > 0:
         chosen |= {o for o, c in enumerate(candidates) if c.superseded_by is not None}
     return {o for o in chosen if candidates[o].index not in newest}
-
-
-def _stub(messages: list[Message], candidate: Candidate) -> str:
-    """The stub text of `candidate` with its default reason (what `compact` writes)."""
-    content = messages[candidate.index].get("content")
-    reason = STALE if candidate.superseded_by is not None else AGAIN
-    return stub_text(candidate.name, candidate.call, describe_size(content), reason)
 
 
 def _apply(
