@@ -179,8 +179,7 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, CallInfo]:
             continue
         for call in tool_calls(message):
             ident = call_id(call)
-            info = call_info(call) if ident is not None else None
-            if ident is not None and info is not None:
+            if ident is not None and (info := call_info(call)) is not None:
                 found[ident] = info
     return found
 

@@ -35,7 +35,7 @@ from ._messages import (
 )
 from ._pairing import Pairing, pair
 from ._profiles import MidSystem, Profile, Reasoning, TrailingAssistant
-from ._tokens import TokenCounter
+from ._tokens import REPLY_PRIMING, TokenCounter
 
 if TYPE_CHECKING:
     from ._calls import CallInfo
@@ -207,6 +207,10 @@ class Context:
     def total(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The tokens of all `messages` (each as `tokens` counts it)."""
         return sum(map(self.tokens, messages))
+
+    def request_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The tokens of a request holding `messages`: with its tool schemas and the reply priming."""
+        return self.tools_tokens + REPLY_PRIMING + self.total(messages)
 
     def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
         """Size above which a single result is compacted whatever its age: half the room the

@@ -103,7 +103,7 @@ class _Replay:
         self.trace = trace_index(messages, layout, ctx)
         self.cap = note_cap(ctx)
         candidates = found.candidates
-        self.unit_of = layout.unit_index()
+        self.unit_of = {i: unit for unit, (start, end) in enumerate(layout.units) for i in range(start, end)}
         self.arriving: dict[int, list[int]] = {}
         self.stale_from: dict[int, list[int]] = {}  # a superseded read goes stale when the later read arrives
         for ordinal, candidate in enumerate(candidates):
@@ -145,20 +145,13 @@ class _Replay:
         """Whether the candidate is among the results the model is about to read at this step."""
         return self.unit_of[self.found.candidates[ordinal].index] >= self.layout.keep_from[self.step]
 
-    def compact_stale(self) -> None:
+    def compact_oldest(self, most: int, keeping: int = 0) -> None:
+        """Compact the stale, then at most `most` of the oldest whole candidates while more than
+        `keeping` are whole (never the newest)."""
         self.tail -= sum(self.compact_one(o) for o in sorted(self.stale) if not self.is_newest(o))
-
-    def compact_batch(self) -> None:
-        """Compact the stale, then the oldest `batch` whole candidates (never the newest)."""
-        self.compact_stale()
-        for _ in range(self.batch):
-            if self.whole and not self.is_newest(self.whole[0]):
-                self.tail -= self.compact_one(self.whole[0])
-
-    def compact_oldest(self, keeping: int) -> None:
-        """Compact the stale, then the oldest whole candidates until `keeping` are whole (never the newest)."""
-        self.compact_stale()
-        while len(self.whole) > keeping and not self.is_newest(self.whole[0]):
+        for _ in range(most):
+            if len(self.whole) <= keeping or self.is_newest(self.whole[0]):
+                break
             self.tail -= self.compact_one(self.whole[0])
 
     def note(self, at: int) -> int:
@@ -189,7 +182,7 @@ class _Replay:
         self.arrived[step] = self.current[step]
         self.recent += self.current[step] - (self.arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
         while len(self.whole) >= self.keep + self.batch and not self.is_newest(self.whole[0]):
-            self.compact_batch()
+            self.compact_oldest(self.batch)
         if self.tail + self.in_front > self.room:
             self.event(before)
 
@@ -204,7 +197,7 @@ class _Replay:
         if len(self.whole) > keep_whole:  # the budget beats keep_recent
             first = max(cut, self.unit_of[self.found.candidates[self.whole[0]].index])
             rewritten = sum(self.current[first : self.step])
-            self.compact_oldest(keep_whole)
+            self.compact_oldest(len(self.whole), keep_whole)
         kept = self.cost(cut, self.tail) + self.note(cut)
         watermark = self.ctx.config.snip_watermark
         if watermark is not None:
