@@ -136,22 +136,18 @@ def main_argument(arguments: Mapping[str, Any] | None) -> tuple[str, str] | None
     return None
 
 
-def _parse_json_object(text: str) -> Mapping[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def parse_arguments(arguments: object) -> Mapping[str, Any] | None:
     """A call's arguments as a mapping: chat sends a JSON string, Anthropic an object (``input``),
     Responses either, or an ``action`` object (``local_shell``)."""
     if isinstance(arguments, Mapping):
         return arguments
-    if isinstance(arguments, str) and arguments.lstrip().startswith("{"):
-        return _parse_json_object(arguments)
-    return None
+    if not (isinstance(arguments, str) and arguments.lstrip().startswith("{")):
+        return None
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def call_info(call: Mapping[str, Any]) -> CallInfo | None:
@@ -183,8 +179,7 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, CallInfo]:
             continue
         for call in tool_calls(message):
             ident = call_id(call)
-            info = call_info(call) if ident is not None else None
-            if ident is not None and info is not None:
+            if ident is not None and (info := call_info(call)) is not None:
                 found[ident] = info
     return found
 
@@ -194,21 +189,9 @@ def describe_size(content: object) -> str:
     ``2 images``; for blocks, their text and the other blocks counted by type."""
     if isinstance(content, str):
         return _text_size(content)
-    return _describe_size(content)
-
-
-def _text_size(text: str) -> str:
-    """`_describe_size` of a text (most results: no parts to walk)."""
-    lines = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
-    return f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
-
-
-def _describe_size(content: object) -> str:
     texts: list[str] = []
     others: dict[str, int] = {}
-    if isinstance(content, str):
-        texts.append(content)
-    elif isinstance(content, list):
+    if isinstance(content, list):
         for part in content:
             if isinstance(part, str):
                 texts.append(part)
@@ -227,6 +210,11 @@ def _describe_size(content: object) -> str:
         label = kind.replace("input_", "").replace("_url", "")
         pieces.append(f"{count} {label}{'s' if count != 1 else ''}")
     return ", ".join(pieces)
+
+
+def _text_size(text: str) -> str:
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
+    return f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
 
 
 def is_stub(content: object) -> bool:
@@ -253,11 +241,6 @@ def looks_like_error(result: Message) -> bool:
         return False
     if content == BACKFILL_CONTENT:
         return True  # the stand-in for a result that never came
-    return _states_failure(content)
-
-
-def _states_failure(content: str) -> bool:
-    """Whether a result's text opens like an error or states a non-zero exit code."""
     head = content[:2_000]
     if _ERROR_START.match(head):
         return True

@@ -35,7 +35,7 @@ from ._messages import (
 )
 from ._pairing import Pairing, pair
 from ._profiles import MidSystem, Profile, Reasoning, TrailingAssistant
-from ._tokens import TokenCounter
+from ._tokens import REPLY_PRIMING, TokenCounter
 
 if TYPE_CHECKING:
     from ._calls import CallInfo
@@ -208,6 +208,10 @@ class Context:
         """The tokens of all `messages` (each as `tokens` counts it)."""
         return sum(map(self.tokens, messages))
 
+    def request_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """The tokens of a request holding `messages`: with its tool schemas and the reply priming."""
+        return self.tools_tokens + REPLY_PRIMING + self.total(messages)
+
     def oversized(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
         """Size above which a single result is compacted whatever its age: half the room the
         budget leaves for history (None without a budget). It cannot share the request with
@@ -242,19 +246,14 @@ class Context:
         """Tokens the role rules may add: (a bridge turn after tool results, the label of a
         converted system message, reasoning filled into an assistant message)."""
         if self.memo.overheads is None:
-            self.memo.overheads = self._rule_overheads()
+            profile = self.profile
+            bridge = self.tokens(self.bridge()) if profile.assistant_after_tool else 0
+            note = 0
+            if profile.mid_system is MidSystem.TO_USER:
+                note = self.counter.text(f"{SYSTEM_NOTE_LABEL}\n\n{SYSTEM_NOTE_END}") + 2
+            reasoning = 2 if profile.reasoning is not Reasoning.NONE and self.reasoning_field else 0
+            self.memo.overheads = (bridge, note, reasoning)
         return self.memo.overheads
-
-    def _rule_overheads(self) -> tuple[int, int, int]:
-        profile = self.profile
-        bridge = self.tokens(self.bridge()) if profile.assistant_after_tool else 0
-        note = (
-            self.counter.text(f"{SYSTEM_NOTE_LABEL}\n\n{SYSTEM_NOTE_END}") + 2
-            if profile.mid_system is MidSystem.TO_USER
-            else 0
-        )
-        reasoning = 2 if profile.reasoning is not Reasoning.NONE and self.reasoning_field else 0
-        return bridge, note, reasoning
 
 
 _SYNTHETIC_USER: Final = {"role": "user", "content": SYNTHETIC_USER_CONTENT}
@@ -262,7 +261,7 @@ _SYNTHETIC_USER: Final = {"role": "user", "content": SYNTHETIC_USER_CONTENT}
 
 def synthetic_user() -> dict[str, Any]:
     """A fresh synthetic user message."""
-    return {"role": "user", "content": SYNTHETIC_USER_CONTENT}
+    return dict(_SYNTHETIC_USER)
 
 
 def is_turn(message: Message) -> bool:

@@ -8,7 +8,6 @@ import math
 from ._calls import is_stub
 from ._context import Context
 from ._messages import Message
-from ._tokens import REPLY_PRIMING
 
 __all__ = ["Ledger"]
 
@@ -21,17 +20,12 @@ class Ledger:
     def __init__(self, ctx: Context, messages: list[Message]) -> None:
         self._ctx, self._last = ctx, messages
         #: Tokens before the first stage, and after the last measured.
-        self.before = self.raw = ctx.tools_tokens + REPLY_PRIMING + ctx.total(messages)
+        self.before = self.raw = ctx.request_tokens(messages)
         self._marks: list[tuple[str, int]] = [("", self.raw)]
 
-    def _total(self, messages: list[Message]) -> int:
-        if messages is self._last:
-            return self.raw
-        return self._ctx.tools_tokens + REPLY_PRIMING + self._ctx.total(messages)
-
     def after(self, stage: str, messages: list[Message]) -> None:
-        self.raw = self._total(messages)
-        self._last = messages
+        if messages is not self._last:
+            self.raw, self._last = self._ctx.request_tokens(messages), messages
         self._marks.append((stage, self.raw))
 
     def after_shrink(self, before: list[Message], after: list[Message]) -> None:

@@ -25,7 +25,7 @@ Results before the last ``cache_control`` breakpoint are left alone unless the b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -87,21 +87,14 @@ class Catalogue:
     large_uncompacted: Mapping[int, str] = field(default_factory=dict)
 
 
-def newest_results(
-    messages: Sequence[Message],
-    *,
-    drops_trailing: bool = False,
-    ends_turns: Callable[[Message], bool] | None = None,
-) -> frozenset[int]:
-    """Indexes of the results after the last assistant turn: what the model is about to read (the
-    assistant turn a provider's rules put between results and the next user message is no turn,
-    nor, with `drops_trailing`, assistant text that ends the request: the rules drop it — and what
-    follows it ends nothing where the rules drop or move it, `ends_turns` false: a system message
-    Gemini's rules hoist, a blank user message strict profiles drop)."""
+def newest_results(messages: Sequence[Message], ctx: Context) -> frozenset[int]:
+    """Indexes of the results after the last assistant turn: what the model is about to read. The
+    bridge turn the rules put after results is no turn; where the rules drop trailing assistant
+    text, neither is that text, nor what follows it and ends nothing (`Context.ends_turns`)."""
     last = len(messages) - 1
-    if drops_trailing:
+    if ctx.drops_trailing_assistant():
         while last >= 0 and (
-            (ends_turns is not None and not ends_turns(messages[last]))
+            not ctx.ends_turns(messages[last])
             or (messages[last].get("role") == "assistant" and not messages[last].get("tool_calls"))
         ):
             last -= 1
@@ -151,7 +144,7 @@ def catalogue(messages: list[Message], ctx: Context) -> Catalogue:
             if target is not None:
                 reads.setdefault((target.tool, target.path), []).append((len(found), target))
             found.append(Candidate(index, name, call))
-    newest = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
+    newest = newest_results(messages, ctx)
     protected = -1
     if config.respect_cache_control and not ctx.ignore_breakpoints:
         protected = ctx.last_breakpoint(messages)

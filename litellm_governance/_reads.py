@@ -115,11 +115,9 @@ class ReadTarget(NamedTuple):
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return float(value)
-        return None
-    return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return float(value) if isinstance(value, str) and value.strip().lstrip("-").isdigit() else None
 
 
 def _line_range(arguments: Mapping[str, Any]) -> tuple[float, float] | None:

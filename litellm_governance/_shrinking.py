@@ -10,7 +10,6 @@ from ._microcompact import microcompact
 from ._snip import snip
 from ._stable import stable_shrink
 from ._steps import SNIPPED
-from ._tokens import REPLY_PRIMING
 
 __all__ = ["shrink"]
 
@@ -32,8 +31,9 @@ def shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]
             kept = stable_shrink(messages, step_ctx, keep_recent)
         else:
             compacted = microcompact(messages, step_ctx, keep_recent)
-            if protected and not ignore_breakpoints and compacted.messages is messages and _over(messages, ctx):
-                continue  # nothing compacted and too big: snipping would cut what the breakpoint protects
+            stuck = protected and not ignore_breakpoints and compacted.messages is messages  # nothing compacted
+            if stuck and ctx.budget is not None and ctx.request_tokens(messages) > ctx.budget:
+                continue  # and too big as it is: snipping would cut what the breakpoint protects
             cut = snip(compacted.messages, step_ctx)
             kept = StepResult(
                 cut.messages,
@@ -48,9 +48,3 @@ def shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]
             continue  # a cut would drop what the breakpoint protects: try compacting it first
         break
     return tally.add(kept)
-
-
-def _over(messages: list[Message], ctx: Context) -> bool:
-    """Too big as it is, even before the role rules add anything (so snipping would cut)."""
-    raw = ctx.tools_tokens + REPLY_PRIMING + ctx.total(messages)
-    return ctx.budget is not None and raw > ctx.budget

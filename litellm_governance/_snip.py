@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ._context import Context, Fate, StepResult, is_bridge_content, is_turn
 from ._cut_turns import CutTurns, prefix_keys
-from ._messages import Message, is_empty_content, is_instruction, origin
+from ._messages import Message, is_empty_content, is_instruction
 from ._steps import NOTED, SNIPPED, SUMMARIZED
 from ._tokens import REPLY_PRIMING
 from ._trace import (
@@ -58,10 +58,6 @@ class Layout:
     #: user messages after it included), else the unit itself.
     keep_from: list[int]
 
-    def latest_cut(self) -> int:
-        """The latest unit a cut of the whole request may keep from: the newest exchange's."""
-        return self.keep_from[-1] if self.keep_from else 0
-
     @classmethod
     def of(cls, messages: list[Message], ctx: Context) -> Layout:
         """Units and their costs, including what the role rules will add to them (a bridge turn
@@ -93,10 +89,6 @@ class Layout:
             layout.keep_from.append(newest.unit(messages, index, end, unit, ctx))
             index = end
         return layout
-
-    def unit_index(self) -> dict[int, int]:
-        """Message index -> index of the unit holding it (system messages are in none)."""
-        return {i: unit for unit, (start, end) in enumerate(self.units) for i in range(start, end)}
 
     def anchor(self, cut: int) -> int:
         """The user unit kept in front of a cut at `cut` (-1: none needed, or none there)."""
@@ -183,18 +175,14 @@ def is_bridge(message: Message) -> bool:
 
 
 def _continues(message: Message) -> bool:
-    found = origin(message)
-    return found is not None and found.continuation and message.get("role") == "user"
+    return message.get("role") == "user" and not may_hold_note(message)
 
 
 def is_task(message: Message) -> bool:
     """A user message that can carry the task: with real content, not text that rode along with
     tool results (Anthropic's reminders and interjections inside a results message), and not a
     note standing for cut turns."""
-    if message.get("role") != "user" or is_empty_content(message.get("content")) or is_note(message):
-        return False
-    found = origin(message)
-    return found is None or not found.continuation
+    return may_hold_note(message) and not is_empty_content(message.get("content")) and not is_note(message)
 
 
 def snip(messages: list[Message], ctx: Context) -> StepResult:
@@ -221,7 +209,7 @@ def _earliest_cut(layout: Layout, room: int, cost: Cost, trace: TraceIndex, cap:
     """The earliest unit to keep from so the rest fits with the note for what goes, in at most
     `cap` tokens (the newest unit when nothing fits; the note then gets what room is left)."""
     tail = sum(layout.tokens)
-    latest = layout.latest_cut()
+    latest = layout.keep_from[-1]  # the newest exchange's
     first = 0
     while first < latest and tail > room:  # what a cut keeps is at least its tail: none before fits
         tail -= layout.tokens[first]

@@ -32,10 +32,9 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from ._calls import describe_size
 from ._context import Context, Fate, StepResult
 from ._messages import Message
-from ._microcompact import AGAIN, STALE, Candidate, Catalogue, catalogue, compact, is_oversized, stub_text
+from ._microcompact import Candidate, Catalogue, catalogue, compact, is_oversized
 from ._snip import Layout, assemble, note_cap, note_for, trace_index
 from ._steps import COMPACTED, SUPERSEDED
 from ._trace import TraceIndex
@@ -104,7 +103,7 @@ class _Replay:
         self.trace = trace_index(messages, layout, ctx)
         self.cap = note_cap(ctx)
         candidates = found.candidates
-        self.unit_of = layout.unit_index()
+        self.unit_of = {i: unit for unit, (start, end) in enumerate(layout.units) for i in range(start, end)}
         self.arriving: dict[int, list[int]] = {}
         self.stale_from: dict[int, list[int]] = {}  # a superseded read goes stale when the later read arrives
         for ordinal, candidate in enumerate(candidates):
@@ -137,7 +136,8 @@ class _Replay:
         unit = self.unit_of[candidate.index]
         # What that saves: a stub replaces the content and nothing else.
         content = self.messages[candidate.index].get("content")
-        saving = self.ctx.counter.content(content) - self.ctx.counter.text(_stub(self.messages, candidate))
+        stub = compact(self.messages[candidate.index], candidate)["content"]
+        saving = self.ctx.counter.content(content) - self.ctx.counter.text(stub)
         self.current[unit] -= saving
         return saving if unit >= self.cut else 0
 
@@ -145,20 +145,13 @@ class _Replay:
         """Whether the candidate is among the results the model is about to read at this step."""
         return self.unit_of[self.found.candidates[ordinal].index] >= self.layout.keep_from[self.step]
 
-    def compact_stale(self) -> None:
+    def compact_oldest(self, most: int, keeping: int = 0) -> None:
+        """Compact the stale, then at most `most` of the oldest whole candidates while more than
+        `keeping` are whole (never the newest)."""
         self.tail -= sum(self.compact_one(o) for o in sorted(self.stale) if not self.is_newest(o))
-
-    def compact_batch(self) -> None:
-        """Compact the stale, then the oldest `batch` whole candidates (never the newest)."""
-        self.compact_stale()
-        for _ in range(self.batch):
-            if self.whole and not self.is_newest(self.whole[0]):
-                self.tail -= self.compact_one(self.whole[0])
-
-    def compact_oldest(self, keeping: int) -> None:
-        """Compact the stale, then the oldest whole candidates until `keeping` are whole (never the newest)."""
-        self.compact_stale()
-        while len(self.whole) > keeping and not self.is_newest(self.whole[0]):
+        for _ in range(most):
+            if len(self.whole) <= keeping or self.is_newest(self.whole[0]):
+                break
             self.tail -= self.compact_one(self.whole[0])
 
     def note(self, at: int) -> int:
@@ -189,7 +182,7 @@ class _Replay:
         self.arrived[step] = self.current[step]
         self.recent += self.current[step] - (self.arrived[step - GROWTH_UNITS] if step >= GROWTH_UNITS else 0)
         while len(self.whole) >= self.keep + self.batch and not self.is_newest(self.whole[0]):
-            self.compact_batch()
+            self.compact_oldest(self.batch)
         if self.tail + self.in_front > self.room:
             self.event(before)
 
@@ -204,7 +197,7 @@ class _Replay:
         if len(self.whole) > keep_whole:  # the budget beats keep_recent
             first = max(cut, self.unit_of[self.found.candidates[self.whole[0]].index])
             rewritten = sum(self.current[first : self.step])
-            self.compact_oldest(keep_whole)
+            self.compact_oldest(len(self.whole), keep_whole)
         kept = self.cost(cut, self.tail) + self.note(cut)
         watermark = self.ctx.config.snip_watermark
         if watermark is not None:
@@ -249,13 +242,6 @@ def _batched(candidates: list[Candidate], keep: int, batch: int, newest: frozens
     if chosen or excess - excess % batch > 0:
         chosen |= {o for o, c in enumerate(candidates) if c.superseded_by is not None}
     return {o for o in chosen if candidates[o].index not in newest}
-
-
-def _stub(messages: list[Message], candidate: Candidate) -> str:
-    """The stub text of `candidate` with its default reason (what `compact` writes)."""
-    content = messages[candidate.index].get("content")
-    reason = STALE if candidate.superseded_by is not None else AGAIN
-    return stub_text(candidate.name, candidate.call, describe_size(content), reason)
 
 
 def _apply(

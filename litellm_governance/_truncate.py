@@ -98,20 +98,20 @@ def truncate_text(text: str, keep_chars: int) -> str:
     return new_head + _marker(lines + removed.count("\n"), chars + len(removed), new_head, new_tail) + new_tail
 
 
-def _text_parts(content: object) -> list[int] | None:
-    """Indexes of the text parts of list content (None for string content)."""
-    if isinstance(content, list):
-        return [i for i, p in enumerate(content) if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-    return None
+def _longest_part(content: object) -> int | None:
+    """The index of the longest text part of list content (the first of equals; None: none)."""
+    if not isinstance(content, list):
+        return None
+    parts = [i for i, p in enumerate(content) if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+    return max(parts, key=lambda i: len(content[i]["text"]), default=None)
 
 
 def _longest(content: object) -> str:
     """The text a truncation cuts: string content, or the longest text part."""
     if isinstance(content, str):
         return content
-    parts = _text_parts(content) or []
-    texts = [content[i]["text"] for i in parts]  # type: ignore[index]
-    return max(texts, key=len, default="")
+    at = _longest_part(content)
+    return "" if at is None else content[at]["text"]  # type: ignore[index]
 
 
 def _visible_chars(text: str) -> int:
@@ -124,14 +124,12 @@ def _cut(message: Message, keep_chars: int) -> Message:
     content: Any = message.get("content")
     if isinstance(content, str):
         return {**message, "content": truncate_text(content, keep_chars)}
-    parts = _text_parts(content) or []
-    if not parts:
+    at = _longest_part(content)
+    if at is None:
         return message
-    longest = max(parts, key=lambda i: (len(content[i]["text"]), -i))
-    new_parts = list(content)
-    part = content[longest]
-    new_parts[longest] = {**part, "text": truncate_text(part["text"], keep_chars)}
-    return {**message, "content": new_parts}
+    parts = list(content)
+    parts[at] = {**content[at], "text": truncate_text(content[at]["text"], keep_chars)}
+    return {**message, "content": parts}
 
 
 def truncate_newest(messages: list[Message], ctx: Context) -> StepResult:
@@ -139,8 +137,7 @@ def truncate_newest(messages: list[Message], ctx: Context) -> StepResult:
     go); called only when shrinking left the request over budget."""
     if ctx.budget is None:
         return StepResult(messages)
-    found = newest_results(messages, drops_trailing=ctx.drops_trailing_assistant(), ends_turns=ctx.ends_turns)
-    newest = sorted(i for i in found if _longest(messages[i].get("content")))
+    newest = sorted(i for i in newest_results(messages, ctx) if _longest(messages[i].get("content")))
     if not newest:
         return StepResult(messages, over_budget=True)
     layout = Layout.of(messages, ctx)
