@@ -158,7 +158,9 @@ def truncate_newest(messages: list[Message], ctx: Context) -> StepResult:
     for i in newest:
         text = _longest(messages[i].get("content"))
         chars[i] = _visible_chars(text)
-        sizes[i] = max(1, ctx.tokens(messages[i]) * chars[i] // max(1, len(text)))
+        # (the text's own tokens, not its message's: whatever else the message holds stays as it is,
+        # and counting it here would cut the text again when the request is governed again)
+        sizes[i] = max(1, ctx.counter.text(text) * chars[i] // max(1, len(text)))
     cuttable = {i: size for i, size in sizes.items() if size > MIN_KEPT_TOKENS * _FLOOR_SLACK}
     out = messages
     for _attempt in range(_ATTEMPTS):

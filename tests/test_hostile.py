@@ -823,6 +823,27 @@ class TestHostileProperties:
         for model, profile, prefill in MODELS:
             check_governed(messages, model, profile, prefill, config=tight(window))
 
+    def test_a_result_cut_beside_other_content_is_cut_once(self) -> None:
+        """Found by the property above: a result holding a long text part and something else (here a
+        list of numbers) in a request far over budget was cut again each time it was governed: the
+        cut was sized by the message's tokens, the other content included. It is sized by the text's
+        own tokens: governing the output again changes nothing."""
+        call = {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        content = [
+            {"type": "text", "text": "fix it"},
+            {"type": "text", "text": "a" * 600},
+            {"numbers": list(range(100))},
+        ]
+        messages: Messages = [
+            {"role": "user", "content": "fix it"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "a", "content": content},
+            {"role": "user", "content": "fix it"},
+        ]
+        config = GovernanceConfig(context_window_tokens=1, max_output_tokens=0, safety_buffer_tokens=50)
+        for model, profile, prefill in MODELS:
+            check_governed(messages, model, profile, prefill, config=config)
+
     def test_a_system_messages_breakpoint_protects_no_result(self) -> None:
         """Found by the property above: a trailing system message with ``cache_control`` made the
         results before it count as cached, so they were kept; the profile moved the system message up,
