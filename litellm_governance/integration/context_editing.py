@@ -84,8 +84,8 @@ def prepare(
     targets: Callable[[], Sequence[tuple[Deployment, bool]]],
     cache_size: int = 65_536,
 ) -> dict[str, Any] | None:
-    """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
-    context edits, replace compaction blocks or items. The changed request (a copy), or None."""
+    """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the context
+    edits, replace compaction blocks or items. A changed copy, or None."""
     history = request.get(HISTORY[fmt])
     if not isinstance(history, list):
         return None
@@ -165,8 +165,7 @@ def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any
 
 
 def _applied(request: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """The edits the gateway applied to `request`: LiteLLM hands the answer hooks the metadata dict the
-    deployment hook wrote them to (the proxy's ``litellm_metadata``)."""
+    """The edits the gateway applied to `request` (the answer hooks get the metadata dict they went to)."""
     return next((tuple(edits) for edits in in_metadata(request, APPLIED_KEY) if edits), ())
 
 

@@ -96,8 +96,8 @@ class Summaries:
     def schedule(
         self, cut: CutTurns, model: str, max_tokens: int, *, scope: str, caller: Mapping[str, Any] | None = None
     ) -> None:
-        """Have `model` summarize `cut` for `scope` in the background (charged to `caller`, see
-        `attribution`), unless that is done, under way, or too many summaries are under way already."""
+        """Have `model` summarize `cut` for `scope` in the background (charged to `caller`), unless that is
+        done, under way, or too many summaries are under way already."""
         entry = (scope, cut.key)
         if entry in self._ready or entry in self._pending or len(self._pending) >= _IN_FLIGHT:
             return
@@ -111,8 +111,7 @@ class Summaries:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self) -> None:
-        """Wait for the summaries under way (tests, and a clean shutdown); a finished task leaves
-        `_tasks` only on a later turn of the loop, so only unfinished ones are waited for."""
+        """Wait for the summaries under way (tests, and a clean shutdown)."""
         while pending := [task for task in self._tasks if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
@@ -159,8 +158,8 @@ class Summaries:
 
 
 async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, Any]) -> str | None:
-    """The summary `model` writes of `cut`: through the proxy's Router when it has that model
-    group, else LiteLLM's SDK with `model` as the model string; charged to `caller` (`attribution`)."""
+    """The summary `model` writes of `cut`: through the proxy's Router when it has that model group,
+    else LiteLLM's SDK."""
     words = max(50, max_tokens * 2 // 3)
     kwargs: dict[str, Any] = {
         "model": model,
@@ -185,8 +184,7 @@ async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, 
 
 
 def _what_to_summarize(cut: CutTurns) -> str:
-    """The cut turns as text — after the summary of the turns cut before them, if there is one
-    (summaries roll: each builds on the last)."""
+    """The cut turns as text, after the summary of the turns cut before them (summaries roll)."""
     turns = transcript(cut.messages)
     if not cut.previous:
         return turns
