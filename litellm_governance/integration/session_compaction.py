@@ -14,7 +14,6 @@ from typing import Any, Final
 
 from .._config import GovernanceConfig
 from .._models import Deployment
-from .._report import GovernanceReport
 from .._request import Format
 from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
 from .context_editing import COMPACT, native_features
@@ -227,7 +226,9 @@ def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
     metadata = request.get(metadata_key(request, fmt))
     state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
     if isinstance(metadata, dict) and isinstance(state, PassState) and state.pre_call_report is not None:
-        report = _with_step(state.pre_call_report, note)
+        first = state.pre_call_report
+        steps = dict(sorted({**first.steps, STEP: 1}.items()))
+        report = replace(first, steps=steps, changed=True, notes=(*first.notes, note))
         metadata[STATE_KEY] = replace(state, pre_call_report=report)
         record(request, fmt, {**report.to_dict(), "summary": report.summary(), "stage": "pre_call"})
         return
@@ -237,8 +238,3 @@ def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
     elif STEP not in slot.get("steps", {}):
         slot["steps"] = {**slot.get("steps", {}), STEP: 1}
         slot["summary"] = f"{STEP}=1; {slot.get('summary', '')}"
-
-
-def _with_step(report: GovernanceReport, note: str) -> GovernanceReport:
-    steps = dict(sorted({**report.steps, STEP: 1}.items()))
-    return replace(report, steps=steps, changed=True, notes=(*report.notes, note))

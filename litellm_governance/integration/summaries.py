@@ -26,7 +26,7 @@ from .failures import LogOnce, logger, where
 from .routing import proxy_router, shared_cache, shared_get, shared_set
 
 #: Key of a cut point's summary in the proxy's shared cache, followed by a digest of its scope and
-#: `CutTurns.key` (`_shared_key`).
+#: `CutTurns.key`.
 SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v2:"
 #: Seconds a summary lives in the shared cache.
 SUMMARY_TTL: Final = 7 * 24 * 3600
@@ -73,10 +73,6 @@ def attribution(metadata: Mapping[str, Any]) -> dict[str, Any]:
         for name, value in metadata.items()
         if isinstance(name, str) and name.startswith("user_api_key") and isinstance(value, (str, int, float))
     }
-
-
-def _shared_key(scope: str, cut_key: str) -> str:
-    return SUMMARY_KEY_PREFIX + hashlib.sha256(f"{scope}:{cut_key}".encode()).hexdigest()
 
 
 class Summaries:
@@ -129,7 +125,7 @@ class Summaries:
     async def _produce(self, cut: CutTurns, model: str, max_tokens: int, scope: str, caller: dict[str, Any]) -> None:
         try:
             shared = shared_cache()
-            key = _shared_key(scope, cut.key)
+            key = SUMMARY_KEY_PREFIX + hashlib.sha256(f"{scope}:{cut.key}".encode()).hexdigest()
             cached = None
             if shared is not None:
                 with contextlib.suppress(Exception):  # the shared cache is optional: ask the model instead
