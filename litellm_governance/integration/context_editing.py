@@ -95,12 +95,11 @@ def prepare(
     with _failures.guard("context editing skipped (%s at %s); request sent unchanged"):
         try:
             deployments = list(targets())
-            missing = set(_EVERYTHING)
-            for target, translated in deployments:
-                missing &= _EVERYTHING - native_features(target, fmt, translated)
+            # What none of them does itself.
+            missing = _EVERYTHING.difference(*(native_features(t, fmt, later) for t, later in deployments))
             if not deployments or (not edits and COMPACT not in missing):
                 return None  # every target compacts itself
-            return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0], cache_size=cache_size)
+            return _prepare(request, fmt, edits, missing, deployments[0][0], cache_size=cache_size)
         except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
             _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
     return None
