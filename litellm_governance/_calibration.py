@@ -80,12 +80,10 @@ class ContextError:
 
     def prompt(self, max_output_sent: int | None) -> int | None:
         """The provider's prompt count, from the sum when needed (minus the output the request asked for)."""
-        if self.prompt_tokens is not None:
+        if self.prompt_tokens is not None or self.requested_tokens is None:
             return self.prompt_tokens
-        if self.requested_tokens is not None:
-            prompt = self.requested_tokens - (max_output_sent or 0)
-            return prompt if prompt > 0 else None
-        return None
+        prompt = self.requested_tokens - (max_output_sent or 0)
+        return prompt if prompt > 0 else None
 
 
 _N = r"([0-9][0-9,_]*)"
