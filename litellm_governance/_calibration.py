@@ -80,12 +80,10 @@ class ContextError:
 
     def prompt(self, max_output_sent: int | None) -> int | None:
         """The provider's prompt count, from the sum when needed (minus the output the request asked for)."""
-        if self.prompt_tokens is not None:
+        if self.prompt_tokens is not None or self.requested_tokens is None:
             return self.prompt_tokens
-        if self.requested_tokens is not None:
-            prompt = self.requested_tokens - (max_output_sent or 0)
-            return prompt if prompt > 0 else None
-        return None
+        prompt = self.requested_tokens - (max_output_sent or 0)
+        return prompt if prompt > 0 else None
 
 
 _N = r"([0-9][0-9,_]*)"
@@ -311,15 +309,12 @@ def rejection(
     """The event a context-length rejection of a request estimated at `estimated` tiktoken tokens is:
     the ratio the provider's count proves, and the lower bound its window proves (it counted more
     than the window less the output the request asked for)."""
-    measured: float | None = None
-    proven: float | None = None
-    if estimated > 0:
-        prompt = error.prompt(max_output_sent)
-        if prompt is not None:
-            measured = prompt / estimated
-        limit = error.limit or window
-        if limit is not None and limit - (max_output_sent or 0) > 0:
-            proven = (limit - (max_output_sent or 0)) / estimated
+    if estimated <= 0:
+        return Rejection(used=used, over_budget=over_budget)
+    prompt = error.prompt(max_output_sent)
+    room = (error.limit or window or 0) - (max_output_sent or 0)
+    measured = prompt / estimated if prompt is not None else None
+    proven = room / estimated if room > 0 else None
     return Rejection(used=used, measured=measured, proven=proven, over_budget=over_budget)
 
 

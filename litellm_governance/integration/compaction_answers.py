@@ -109,8 +109,8 @@ def _summary(plan: Plan, reading: _Reading | None, error: BaseException | None) 
     return summary, "model"
 
 
-def _done(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> None:
-    """The answer's log line and figures (never content). Fails open."""
+def _answer(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) -> dict[str, Any]:
+    """The compaction item that answers, after its log line and figures (never content; fails open)."""
     with _once.guard("compaction answer not logged (%s at %s)"):
         seconds = time.perf_counter() - plan.started
         after = text_tokens(summary, plan.model)
@@ -120,6 +120,7 @@ def _done(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) ->
         if spend is not None:
             figures = {"mode": plan.mode, "outcome": outcome, "tokens_before": before, "tokens_after": after}
             spend[REPORT_KEY] = {**figures, "seconds": round(seconds, 3)}
+    return compaction_item(summary)
 
 
 async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -147,11 +148,9 @@ async def streamed(request: Mapping[str, Any], response: AsyncIterator[Any]) -> 
                 reading.feed(found)
     except Exception as exc:  # noqa: BLE001 - the note stands in: a compaction answer never fails
         error = exc
-    summary, outcome = _summary(plan, reading, error)
-    item = compaction_item(summary)
+    item = _answer(request, plan, *_summary(plan, reading, error))
     usage = reading.usage if plan.mode == "model" and isinstance(reading.usage, Mapping) else _NO_USAGE
     closing = {**base, "status": "completed", "output": [item], "usage": usage}
-    _done(request, plan, summary, outcome)
     yield (
         event("response.output_item.added", output_index=0, item=item)
         + event("response.output_item.done", output_index=0, item=item)
@@ -174,8 +173,7 @@ def answered(request: Mapping[str, Any], response: Any) -> Any:
         summary, outcome = _summary(plan, reading, None)
     except Exception as exc:  # noqa: BLE001 - the note stands in
         summary, outcome = _summary(plan, None, exc)
-    item = compaction_item(summary)
-    _done(request, plan, summary, outcome)
+    item = _answer(request, plan, summary, outcome)
     if isinstance(response, Mapping):
         return {**response, "output": [item]}
     try:

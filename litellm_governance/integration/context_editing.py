@@ -84,8 +84,8 @@ def prepare(
     targets: Callable[[], Sequence[tuple[Deployment, bool]]],
     cache_size: int = 65_536,
 ) -> dict[str, Any] | None:
-    """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the
-    context edits, replace compaction blocks or items. The changed request (a copy), or None."""
+    """Do for `request` what none of `targets` (deployment, translated?) does itself: apply the context
+    edits, replace compaction blocks or items. A changed copy, or None."""
     history = request.get(HISTORY[fmt])
     if not isinstance(history, list):
         return None
@@ -95,12 +95,11 @@ def prepare(
     with _failures.guard("context editing skipped (%s at %s); request sent unchanged"):
         try:
             deployments = list(targets())
-            missing = set(_EVERYTHING)
-            for target, translated in deployments:
-                missing &= _EVERYTHING - native_features(target, fmt, translated)
+            # What none of them does itself.
+            missing = _EVERYTHING.difference(*(native_features(t, fmt, later) for t, later in deployments))
             if not deployments or (not edits and COMPACT not in missing):
                 return None  # every target compacts itself
-            return _prepare(request, fmt, edits, frozenset(missing), deployments[0][0], cache_size=cache_size)
+            return _prepare(request, fmt, edits, missing, deployments[0][0], cache_size=cache_size)
         except ContextEditError as exc:  # Anthropic would refuse it: left for the provider to answer
             _failures.log(("refused", str(exc)), logging.INFO, "context_management left as sent: %s", exc)
     return None
@@ -165,8 +164,7 @@ def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any
 
 
 def _applied(request: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """The edits the gateway applied to `request`: LiteLLM hands the answer hooks the metadata dict the
-    deployment hook wrote them to (the proxy's ``litellm_metadata``)."""
+    """The edits the gateway applied to `request` (the answer hooks get the metadata dict they went to)."""
     return next((tuple(edits) for edits in in_metadata(request, APPLIED_KEY) if edits), ())
 
 

@@ -43,9 +43,8 @@ def client_format(request: Mapping[str, Any], fmt: Format) -> Format:
 
 def metadata_key(request: Mapping[str, Any], fmt: Format) -> str:
     """The field of `request` with the LiteLLM metadata the plugin reads and writes: the format's own,
-    except on the chat call LiteLLM makes when it translates a ``/v1/messages`` or ``/v1/responses``
-    request, which has no ``metadata`` and carries the client request's ``litellm_metadata`` (the very
-    dict, which the response header and LiteLLM's logging payload read)."""
+    except on the chat call LiteLLM translates a ``/v1/messages`` or ``/v1/responses`` request into,
+    which carries the client request's very ``litellm_metadata`` dict (header and logging read it)."""
     key = METADATA[fmt]
     carried = key != _CLIENT_METADATA and not isinstance(request.get(key), dict)
     return _CLIENT_METADATA if carried and isinstance(request.get(_CLIENT_METADATA), dict) else key

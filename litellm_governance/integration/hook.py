@@ -126,26 +126,22 @@ class GovernanceHook(CustomLogger):
         target_of: Callable[[dict[str, Any]], Deployment],
         govern: bool,
     ) -> dict[str, Any] | None:
-        """Context editing for what none of `deployments` does itself, then (if to `govern`) the pass
-        for the target `target_of` names; the report says when the gateway answers a compaction. The
-        request as it goes on (`prepared` by session compaction, edited, governed), or None: as it came."""
+        """Context editing for what none of `deployments` does itself, then (if to `govern`) the pass for
+        the target `target_of` names. The request as it goes on, or None: as it came."""
         changed = (
             context_editing.prepare(prepared or request, fmt, deployments, self.config.token_cache_size) or prepared
         )
         current = changed or request
-        config = self._config_or_report(current, fmt, stage) if govern else None
+        try:
+            config = self.config if govern else None
+        except ConfigError as exc:
+            self._helpers.failures.config_error(current, fmt, stage, exc, fail_closed=False)
+            config = None
         if config is not None and config.enabled:
             target = functools.partial(target_of, current)
             changed = await run_pass(current, stage, fmt, config, target_of=target, helpers=self._helpers) or changed
         session_compaction.reported(changed or request, fmt)
         return changed
-
-    def _config_or_report(self, request: dict[str, Any], fmt: Format, stage: Stage) -> GovernanceConfig | None:
-        try:
-            return self.config
-        except ConfigError as exc:
-            self._helpers.failures.config_error(request, fmt, stage, exc, fail_closed=False)
-            return None
 
     async def async_post_call_streaming_iterator_hook(
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]

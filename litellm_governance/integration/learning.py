@@ -106,18 +106,15 @@ class Learning:
         call_id = call_id_of(request)
         if call_id is None or not isinstance(request.get(HISTORY[fmt]), list) or request.get("previous_response_id"):
             return
-        if replace or not self.store.has(call_id):
-            self.store.remember(
-                call_id,
-                Sent(
-                    key=key,
-                    estimated=report.estimated_tokens,
-                    ratio=report.token_ratio,
-                    max_output=max_output_tokens(request, fmt),
-                    window=report.context_window,
-                    over_budget=report.over_budget,
-                ),
-            )
+        sent = Sent(
+            key=key,
+            estimated=report.estimated_tokens,
+            ratio=report.token_ratio,
+            max_output=max_output_tokens(request, fmt),
+            window=report.context_window,
+            over_budget=report.over_budget,
+        )
+        self.store.remember(call_id, sent, replace=replace)
 
     def learn_success(self, data: Mapping[str, Any], usage: object) -> None:
         """A deployment answered: learn from the prompt tokens it reported."""
@@ -196,8 +193,10 @@ class CalibrationStore:
         self._tasks: set[asyncio.Task[None]] = set()
         self._failures = LogOnce(logger)
 
-    def remember(self, call_id: str, sent: Sent) -> None:
-        """Remember what was sent for `call_id` until its provider answers."""
+    def remember(self, call_id: str, sent: Sent, *, replace: bool = True) -> None:
+        """Remember what was sent for `call_id` until its provider answers (unless known and not to `replace`)."""
+        if not replace and call_id in self._in_flight:
+            return
         self._in_flight[call_id] = sent
         self._in_flight.move_to_end(call_id)
         while len(self._in_flight) > _CALIBRATION_IN_FLIGHT:
@@ -206,9 +205,6 @@ class CalibrationStore:
     def forget(self, call_id: str | None) -> None:
         """An earlier pass's estimate for this call is not what is sent now."""
         self._in_flight.pop(call_id or "", None)
-
-    def has(self, call_id: str) -> bool:
-        return call_id in self._in_flight
 
     def take(self, call_id: str) -> Sent | None:
         return self._in_flight.pop(call_id, None)
@@ -264,7 +260,7 @@ class CalibrationStore:
         """Re-read `key` from the shared cache, this process's unwritten events on top (no value: nothing
         learned yet, or the key was deleted to start over)."""
         try:
-            ok, value = await self._read(cache, key)
+            ok, value = await self._shared_call("read", shared_get(cache, CALIBRATION_KEY_PREFIX + key))
             entry = self._learned.get(key)
             if ok and entry is not None:
                 shared = Calibration.from_value(value)
@@ -286,9 +282,12 @@ class CalibrationStore:
                 if entry is None or not entry.pending or cache is None:
                     return
                 events = list(entry.pending)
-                ok, value = await self._read(cache, key)
+                ok, value = await self._shared_call("read", shared_get(cache, CALIBRATION_KEY_PREFIX + key))
                 merged = apply_in_order(Calibration.from_value(value), events) if ok else None
-                if merged is None or not await self._write(cache, key, merged.to_value()):
+                if merged is None:
+                    return
+                write = shared_set(cache, CALIBRATION_KEY_PREFIX + key, merged.to_value(), _CALIBRATION_TTL)
+                if not (await self._shared_call("write", write))[0]:
                     return
                 del entry.pending[: len(events)]
                 entry.state = apply_in_order(merged, entry.pending)
@@ -297,17 +296,8 @@ class CalibrationStore:
         finally:
             self._busy.discard(key)
 
-    async def _read(self, cache: Any, key: str) -> tuple[bool, object]:
-        """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
-        return await self._shared_call("read", shared_get(cache, CALIBRATION_KEY_PREFIX + key))
-
-    async def _write(self, cache: Any, key: str, value: dict[str, object]) -> bool:
-        ok, _ = await self._shared_call(
-            "write", shared_set(cache, CALIBRATION_KEY_PREFIX + key, value, _CALIBRATION_TTL)
-        )
-        return ok
-
     async def _shared_call(self, what: str, work: Awaitable[object]) -> tuple[bool, object]:
+        """``(True, value or None)`` when the shared cache answered, ``(False, None)`` when it did not."""
         try:
             return True, await work
         except Exception as exc:  # noqa: BLE001 - the shared cache never fails a request

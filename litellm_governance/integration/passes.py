@@ -183,8 +183,7 @@ def _record(
     governed: GovernedRequest,
     previous: PassState | None,
 ) -> dict[str, Any]:
-    """Record the report (the pre-call pass's and this one as one story, after a pre-call pass) and
-    return the request that goes on."""
+    """Record the report (after a pre-call pass, its report and this one as one); the request that goes on."""
     first = previous.pre_call_report if previous is not None and stage == "deployment" else None
     combined = first.then(report) if first is not None else report
     record(request, fmt, {**combined.to_dict(), "summary": combined.summary(), "stage": stage})

@@ -110,8 +110,6 @@ def shared_cache() -> Any:
     only Redis is ``router_settings: redis_host``). Read on every use: the proxy attaches Redis after
     loading its callbacks."""
     server = sys.modules.get("litellm.proxy.proxy_server")
-    if server is None:
-        return None
     usage = getattr(getattr(server, "proxy_logging_obj", None), "internal_usage_cache", None)
     redis = getattr(getattr(usage, "dual_cache", None), "redis_cache", None)
     if redis is None:
@@ -123,8 +121,6 @@ def shared_cache() -> Any:
 
 def _router_cache(router: object) -> object:
     """The Router's DualCache: ``router.cache`` (LiteLLM up to 1.109), ``router.health().store`` after."""
-    if router is None:
-        return None
     try:
         health = getattr(router, "health", None)
         store = getattr(health(), "store", None) if callable(health) else None

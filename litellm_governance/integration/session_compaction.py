@@ -1,17 +1,8 @@
 """Codex's remote compaction at the gateway, on the way in (docs/codex-compaction.md; the pure part is
-`_session_compaction`, the answer `compaction_answers`).
-
-* `before_routing` (the proxy's pre-call hook): the gateway's own compaction items in a Responses
-  ``input`` become messages holding their summaries, whatever the deployment; a request whose last
-  item is ``compaction_trigger``, for a model group with a deployment without compaction of its own,
-  becomes a summary request with a `Plan` in its LiteLLM metadata for the answer hooks.
-* `at_deployment` (after routing; the SDK's only hook): the same read-back, and in ``note`` mode the
-  note as LiteLLM's own ``mock_response``, so no model is asked.
-* `refuse_websocket`: LiteLLM 1.108 also serves the Responses API over a WebSocket, where no callback
-  sees the answer; a Codex session announcing remote compaction on a group the gateway answers for is
-  refused, and Codex falls back to HTTP (after about 3 s).
-* `reported`: the pass's report says ``compacted_session``.
-"""
+`_session_compaction`, the answer `compaction_answers`): the gateway's own compaction items read back
+as messages (`before_routing`, `at_deployment`), a compaction request for a group without compaction
+of its own turned into a summary request with a `Plan` (or, in ``note`` mode, answered by LiteLLM's
+``mock_response``), and Codex WebSocket sessions on such groups refused (`refuse_websocket`)."""
 
 from __future__ import annotations
 
@@ -23,7 +14,6 @@ from typing import Any, Final
 
 from .._config import GovernanceConfig
 from .._models import Deployment
-from .._report import GovernanceReport
 from .._request import Format
 from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
 from .context_editing import COMPACT, native_features
@@ -71,16 +61,14 @@ class WebSocketRefused(Exception):
 
 
 def plan_of(request: Mapping[str, Any] | None) -> Plan | None:
-    """The `Plan` in a request's (or a translated call's) LiteLLM metadata, if it is a compaction the
-    gateway answers."""
+    """The `Plan` in a request's (or a translated call's) LiteLLM metadata, if any."""
     plans = in_metadata(request, PLAN_KEY) if isinstance(request, Mapping) else []
     return next((plan for plan in plans if isinstance(plan, Plan)), None)
 
 
 def _answering_for(group: object) -> Deployment | None:
-    """The deployment whose tokenizer counts the session when the gateway answers compaction requests
-    for model group `group` (a deployment of it has no compaction of its own; a name that is no group of
-    the proxy's stands for itself); None when every deployment compacts natively."""
+    """The deployment whose tokenizer counts the session if the gateway answers compaction requests for
+    `group` (a name that is no proxy group stands for itself); None when every deployment compacts."""
     targets = group_deployments(group, "responses")
     if not targets and isinstance(group, str) and group:
         targets = [(Deployment(group), False)]
@@ -89,8 +77,9 @@ def _answering_for(group: object) -> Deployment | None:
 
 
 def refuse_websocket(data: Mapping[str, Any], call_type: object) -> None:
-    """Raise `WebSocketRefused` for a Codex WebSocket session (one announcing remote compaction) on a
-    model group the gateway answers compaction requests for: only over HTTP can it answer them."""
+    """Raise `WebSocketRefused` for a Codex WebSocket session announcing remote compaction on a group the
+    gateway answers compaction requests for: no callback sees a WebSocket answer (LiteLLM 1.108), and
+    Codex falls back to HTTP (after about 3 s)."""
     if getattr(call_type, "value", call_type) != WEBSOCKET_CALL:
         return
     group, refuse = data.get("model"), False
@@ -121,9 +110,7 @@ def _announces_remote_compaction(data: Mapping[str, Any]) -> bool:
 
 
 def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], GovernanceConfig]) -> dict[str, Any] | None:
-    """The request with the gateway's compaction items read back, and a compaction request for a
-    group the gateway answers for turned into a summary request (a new dict; None: unchanged). Fails
-    open."""
+    """The proxy's pre-call step (module docstring): a new dict, or None: unchanged. Fails open."""
     if fmt != "responses" or not isinstance(data.get("input"), list):
         return None
     with _once.guard("compaction request left as sent (%s at %s)"):
@@ -174,10 +161,9 @@ def _with_note_fallback(client: object, group: str) -> list[Any]:
 
 
 def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
-    """After routing: the gateway's compaction items read back where no proxy pre-call pass did it
-    (the SDK), and in ``note`` mode the call LiteLLM makes for a deployment without a Responses API
-    of its own answered by LiteLLM's ``mock_response`` (the note) instead of the model. A new dict,
-    or None: unchanged."""
+    """After routing: the read-back where no pre-call pass did it (the SDK), and in ``note`` mode the
+    call LiteLLM makes for a deployment without a Responses API answered with ``mock_response``. A new
+    dict, or None: unchanged."""
     with _once.guard("compaction read-back skipped (%s at %s)"):
         plan = plan_of(kwargs)
         if plan is not None and plan.mode != "model" and fmt == "chat":
@@ -215,8 +201,7 @@ def _without_threshold(kwargs: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _noted_fallback(kwargs: dict[str, Any], fmt: Format, plan: Plan) -> dict[str, Any]:
-    """The gateway's own fallback (`_with_note_fallback`): its mark taken off, and its plan (in this
-    attempt's copy of the metadata) the note's, which the call LiteLLM makes next is answered with."""
+    """The gateway's own fallback (`_with_note_fallback`): its mark taken off, its plan the note's."""
     out = {key: value for key, value in kwargs.items() if key != NOTE_FALLBACK}
     key = metadata_key(out, fmt)
     out[key] = {**out.get(key, {}), PLAN_KEY: replace(plan, mode=FALLBACK)}
@@ -225,8 +210,7 @@ def _noted_fallback(kwargs: dict[str, Any], fmt: Format, plan: Plan) -> dict[str
 
 
 def reported(request: dict[str, Any] | None, fmt: Format) -> None:
-    """Say ``compacted_session`` in the report of a summary request the gateway answers (the pass's
-    report, and the one the proxy's next pass builds on). Fails open."""
+    """Say ``compacted_session`` in the report of a summary request the gateway answers. Fails open."""
     plan = plan_of(request)
     if plan is not None and request is not None:
         with _once.guard("compacted_session not reported (%s at %s)"):
@@ -242,7 +226,9 @@ def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
     metadata = request.get(metadata_key(request, fmt))
     state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
     if isinstance(metadata, dict) and isinstance(state, PassState) and state.pre_call_report is not None:
-        report = _with_step(state.pre_call_report, note)
+        first = state.pre_call_report
+        steps = dict(sorted({**first.steps, STEP: 1}.items()))
+        report = replace(first, steps=steps, changed=True, notes=(*first.notes, note))
         metadata[STATE_KEY] = replace(state, pre_call_report=report)
         record(request, fmt, {**report.to_dict(), "summary": report.summary(), "stage": "pre_call"})
         return
@@ -252,8 +238,3 @@ def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
     elif STEP not in slot.get("steps", {}):
         slot["steps"] = {**slot.get("steps", {}), STEP: 1}
         slot["summary"] = f"{STEP}=1; {slot.get('summary', '')}"
-
-
-def _with_step(report: GovernanceReport, note: str) -> GovernanceReport:
-    steps = dict(sorted({**report.steps, STEP: 1}.items()))
-    return replace(report, steps=steps, changed=True, notes=(*report.notes, note))

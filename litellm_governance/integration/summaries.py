@@ -26,7 +26,7 @@ from .failures import LogOnce, logger, where
 from .routing import proxy_router, shared_cache, shared_get, shared_set
 
 #: Key of a cut point's summary in the proxy's shared cache, followed by a digest of its scope and
-#: `CutTurns.key` (`_shared_key`).
+#: `CutTurns.key`.
 SUMMARY_KEY_PREFIX: Final = "litellm_governance:summary:v2:"
 #: Seconds a summary lives in the shared cache.
 SUMMARY_TTL: Final = 7 * 24 * 3600
@@ -75,10 +75,6 @@ def attribution(metadata: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _shared_key(scope: str, cut_key: str) -> str:
-    return SUMMARY_KEY_PREFIX + hashlib.sha256(f"{scope}:{cut_key}".encode()).hexdigest()
-
-
 class Summaries:
     """This process's summaries by scope and cut key, and the background requests that write them."""
 
@@ -96,8 +92,8 @@ class Summaries:
     def schedule(
         self, cut: CutTurns, model: str, max_tokens: int, *, scope: str, caller: Mapping[str, Any] | None = None
     ) -> None:
-        """Have `model` summarize `cut` for `scope` in the background (charged to `caller`, see
-        `attribution`), unless that is done, under way, or too many summaries are under way already."""
+        """Have `model` summarize `cut` for `scope` in the background (charged to `caller`), unless that is
+        done, under way, or too many summaries are under way already."""
         entry = (scope, cut.key)
         if entry in self._ready or entry in self._pending or len(self._pending) >= _IN_FLIGHT:
             return
@@ -111,8 +107,7 @@ class Summaries:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self) -> None:
-        """Wait for the summaries under way (tests, and a clean shutdown); a finished task leaves
-        `_tasks` only on a later turn of the loop, so only unfinished ones are waited for."""
+        """Wait for the summaries under way (tests, and a clean shutdown)."""
         while pending := [task for task in self._tasks if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
@@ -130,7 +125,7 @@ class Summaries:
     async def _produce(self, cut: CutTurns, model: str, max_tokens: int, scope: str, caller: dict[str, Any]) -> None:
         try:
             shared = shared_cache()
-            key = _shared_key(scope, cut.key)
+            key = SUMMARY_KEY_PREFIX + hashlib.sha256(f"{scope}:{cut.key}".encode()).hexdigest()
             cached = None
             if shared is not None:
                 with contextlib.suppress(Exception):  # the shared cache is optional: ask the model instead
@@ -159,8 +154,8 @@ class Summaries:
 
 
 async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, Any]) -> str | None:
-    """The summary `model` writes of `cut`: through the proxy's Router when it has that model
-    group, else LiteLLM's SDK with `model` as the model string; charged to `caller` (`attribution`)."""
+    """The summary `model` writes of `cut`: through the proxy's Router when it has that model group,
+    else LiteLLM's SDK."""
     words = max(50, max_tokens * 2 // 3)
     kwargs: dict[str, Any] = {
         "model": model,
@@ -185,8 +180,7 @@ async def _ask(model: str, cut: CutTurns, max_tokens: int, caller: Mapping[str, 
 
 
 def _what_to_summarize(cut: CutTurns) -> str:
-    """The cut turns as text — after the summary of the turns cut before them, if there is one
-    (summaries roll: each builds on the last)."""
+    """The cut turns as text, after the summary of the turns cut before them (summaries roll)."""
     turns = transcript(cut.messages)
     if not cut.previous:
         return turns
