@@ -105,7 +105,16 @@ class Layout:
             anchor = self.previous_user[cut]
             if anchor >= 0:
                 return tail + self.tokens[anchor]
-            starts_with_assistant = messages[self.units[cut][0]].get("role") == "assistant"
+            # (an empty user message the rules drop starts nothing: what follows it does)
+            first = next(
+                (
+                    m
+                    for m in (messages[start] for start, _ in self.units[cut:])
+                    if m.get("role") != "user" or ctx.ends_turns(m)
+                ),
+                None,
+            )
+            starts_with_assistant = first is not None and first.get("role") == "assistant"
             return tail + (synthetic if starts_with_assistant else 0)
 
         return cost

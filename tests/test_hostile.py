@@ -844,6 +844,26 @@ class TestHostileProperties:
         for model, profile, prefill in MODELS:
             check_governed(messages, model, profile, prefill, config=config)
 
+    def test_an_empty_first_user_message_is_no_task_to_start_from(self) -> None:
+        """Found by the property above: a request opening with an empty user message that the
+        profile drops (Gemini's) then starts with an assistant turn and gets a synthetic user turn;
+        the budget did not count that turn, so the request went out over budget and was truncated
+        only when governed again. The turn is counted: the first pass fits, the second changes nothing."""
+        call = {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        messages: Messages = [
+            {"role": "user", "content": None},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {},
+            {"role": "tool", "tool_call_id": "a", "content": ("x = compute(y)  # long line\n" * 200)[:770]},
+            {"role": "user", "content": "fix it"},
+            {"role": "user", "content": "fix it"},
+        ]
+        config = GovernanceConfig(
+            context_window_tokens=400, max_output_tokens=0, safety_buffer_tokens=50, keep_recent=0, cache_stable=False
+        )
+        for model, profile, prefill in MODELS:
+            check_governed(messages, model, profile, prefill, config=config)
+
     def test_a_system_messages_breakpoint_protects_no_result(self) -> None:
         """Found by the property above: a trailing system message with ``cache_control`` made the
         results before it count as cached, so they were kept; the profile moved the system message up,
