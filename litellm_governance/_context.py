@@ -188,11 +188,17 @@ class Context:
     def last_breakpoint(self, messages: Sequence[Message]) -> int:
         """Index of the last conversation message with a cache_control breakpoint (-1: none). A
         system or developer message's breakpoint marks the system prompt, which providers cache ahead
-        of every message wherever it stood: it protects no result (else governing twice would differ)."""
+        of every message wherever it stood: it protects no result (else governing twice would differ);
+        nor does an empty message the role rules drop (its breakpoint goes with it)."""
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             if has_cache_control(message) and message.get("role") not in ("system", "developer"):
-                return index
+                empty = is_empty_content(message.get("content"))
+                role = message.get("role")
+                if not (role == "user" and not self.ends_turns(message)) and not (
+                    role == "assistant" and empty and not message.get("tool_calls")
+                ):
+                    return index
         return -1
 
     def tokens(self, message: Mapping[str, Any]) -> int:

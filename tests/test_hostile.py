@@ -864,6 +864,25 @@ class TestHostileProperties:
         for model, profile, prefill in MODELS:
             check_governed(messages, model, profile, prefill, config=config)
 
+    def test_a_breakpoint_on_a_message_the_rules_drop_protects_no_result(self) -> None:
+        """Found by the property above: an empty user message with ``cache_control`` after a result
+        kept the result whole as cached; the profile dropped the empty message, breakpoint and all,
+        and governing the output again compacted the result (not idempotent). A breakpoint on a
+        message the rules drop protects nothing, in the first pass as in the second."""
+        call = {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        messages: Messages = [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "user", "content": "", "cache_control": 1},
+            {"role": "tool", "tool_call_id": "a", "content": ("x = compute(y)  # long line\n" * 200)[:600]},
+            {"role": "assistant", "content": "fix it"},
+            {"role": "user", "content": "fix it"},
+        ]
+        config = GovernanceConfig(
+            context_window_tokens=None, max_output_tokens=0, safety_buffer_tokens=50, keep_recent=0, cache_stable=False
+        )
+        for model, profile, prefill in MODELS:
+            check_governed(messages, model, profile, prefill, config=config)
+
     def test_a_system_messages_breakpoint_protects_no_result(self) -> None:
         """Found by the property above: a trailing system message with ``cache_control`` made the
         results before it count as cached, so they were kept; the profile moved the system message up,
