@@ -191,15 +191,18 @@ class Context:
         of every message wherever it stood: it protects no result (else governing twice would differ);
         nor does an empty message the role rules drop (its breakpoint goes with it)."""
         for index in range(len(messages) - 1, -1, -1):
-            message = messages[index]
-            if has_cache_control(message) and message.get("role") not in ("system", "developer"):
-                empty = is_empty_content(message.get("content"))
-                role = message.get("role")
-                if not (role == "user" and not self.ends_turns(message)) and not (
-                    role == "assistant" and empty and not message.get("tool_calls")
-                ):
-                    return index
+            if has_cache_control(messages[index]) and not self._protects_nothing(messages[index]):
+                return index
         return -1
+
+    def _protects_nothing(self, message: Message) -> bool:
+        """A system message (its breakpoint marks the system prompt), or a message the rules drop."""
+        role = message.get("role")
+        if role == "user":
+            return not self.ends_turns(message)  # empty, where the provider refuses empty text
+        if role == "assistant":
+            return not message.get("tool_calls") and is_empty_content(message.get("content"))
+        return role in ("system", "developer")
 
     def tokens(self, message: Mapping[str, Any]) -> int:
         """Tokens of one message, computed once per message object in this call."""
