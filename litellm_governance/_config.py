@@ -135,7 +135,7 @@ class GovernanceConfig:
     profile: str | None = None
     #: Rewrite nothing before the last ``cache_control`` breakpoint unless the budget forces it.
     respect_cache_control: bool = True
-    #: Token counts remembered across requests (entries; each is a digest and an int).
+    #: Token counts remembered across requests (entries; each is a hash and a count).
     token_cache_size: int = 65_536
     #: Deprecated (0.3): accepted and ignored (nothing of a conversation but token counts is kept across requests).
     conversation_cache_size: int = 0

@@ -3,8 +3,8 @@
 tiktoken downloads its encodings on first use (and waits without a timeout where the network is
 cut). This module reads LiteLLM's bundled files instead, checking their published SHA-256, without
 importing LiteLLM (which takes seconds). Agents resend the same history on every request, so the
-count of each message and of each long text is cached by a BLAKE2b digest of its content
-(`TokenCache`): digests and counts, never text.
+count of each message and of each long text is cached by the hash of its content (`TokenCache`):
+hashes and counts, never text.
 """
 
 from __future__ import annotations
@@ -104,21 +104,21 @@ def get_encoding(name: str) -> Any:
 
 
 class TokenCache:
-    """A map from a text's digest to its token count, safe to share between threads, holding at
+    """A map from a text's hash to its token count, safe to share between threads, holding at
     most `max_entries` in two generations: new entries go to the young one; when it holds half,
     it becomes the old one (the previous old one is dropped); an entry read from the old one moves
     back to the young."""
 
     def __init__(self, max_entries: int = 65_536) -> None:
         self.max_entries = max_entries
-        self._young: dict[bytes, int] = {}
-        self._old: dict[bytes, int] = {}
+        self._young: dict[int, int] = {}
+        self._old: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
-    def get(self, key: bytes) -> int | None:
+    def get(self, key: int) -> int | None:
         count = self._young.get(key)
         if count is None:
             count = self._old.get(key)
@@ -126,7 +126,7 @@ class TokenCache:
                 self.put(key, count)
         return count
 
-    def put(self, key: bytes, count: int) -> None:
+    def put(self, key: int, count: int) -> None:
         if self.max_entries < 2:
             return
         with self._lock:
@@ -147,18 +147,20 @@ def token_cache(size: int) -> TokenCache:
 
 
 class TokenCounter:
-    """Counts the tokens of messages and tool schemas with one encoding and a shared cache."""
+    """Counts the tokens of messages and tool schemas with one encoding and a shared cache, whose
+    keys are Python's hash of the texts with the encoding's name: SipHash under a key drawn for the
+    process, 64 bits (a collision could change an estimate, never content; it cannot be aimed at
+    without the process's key), and a string hashes once (the steps count the same texts again)."""
 
     def __init__(self, encoding_name: str, cache: TokenCache) -> None:
         self.encoding_name = encoding_name
         self._cache = cache
-        self._person = encoding_name.encode()[:16]  # (the digest differs per encoding)
 
     def text(self, text: str) -> int:
-        """Tokens in `text` (cached by its digest when long enough for a lookup to beat encoding)."""
+        """Tokens in `text` (cached by its hash when long enough for a lookup to beat encoding)."""
         if len(text) < _CACHED_TEXT:
             return self._encode(text) if text else 0
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, person=self._person).digest()
+        key = hash((self.encoding_name, text))
         count = self._cache.get(key)
         if count is None:
             count = sum(self._encode(text[i : i + _CHUNK]) for i in range(0, len(text), _CHUNK))
@@ -177,12 +179,10 @@ class TokenCounter:
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls. Agents resend
-        their history: a message seen before is one digest of its pieces and one lookup."""
+        their history: a message seen before is one hash of its pieces and one lookup."""
         texts: list[str] = []
         fixed = _message_pieces(message, texts)
-        lengths = ",".join([str(len(text)) for text in texts])  # (no two ways to split the texts alike)
-        framed = f"{fixed}:{lengths}:" + "".join(texts)
-        key = hashlib.blake2b(framed.encode("utf-8", "surrogatepass"), digest_size=16, person=self._person).digest()
+        key = hash((self.encoding_name, fixed, *texts))  # (a tuple: no two ways to split the texts alike)
         count = self._cache.get(key)
         if count is None:
             count = fixed + sum(self.text(text) for text in texts)

@@ -224,15 +224,15 @@ class TestNoContentInLogs:
 
 class TestNoContentRetained:
     def test_token_cache_keeps_no_text(self) -> None:
-        """The process-wide token cache, which outlives every request, keys every text by its
-        BLAKE2b digest: a secret (a password in a chat turn, a key in tool arguments) is not kept in
-        memory, and a count is reused only for the same text (a cryptographic digest, not a hash)."""
+        """The process-wide token cache, which outlives every request, keys every text by its hash
+        (an int): a secret (a password in a chat turn, a key in tool arguments) is not kept in memory;
+        its values are counts."""
         from litellm_governance._tokens import token_cache
 
         cache = token_cache(GovernanceConfig().token_cache_size)
         govern(marked_conversation("-cache"), model="zai/glm-4.6")
         keys = [*cache._young, *cache._old]
-        assert keys and all(type(key) is bytes and len(key) == 16 for key in keys)
+        assert keys and all(type(key) is int for key in keys)
         assert all(type(count) is int for count in [*cache._young.values(), *cache._old.values()])
 
     @pytest.mark.parametrize("fmt", ["chat", "anthropic", "responses"])

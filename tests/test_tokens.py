@@ -100,7 +100,7 @@ class TestTokenCounter:
         monkeypatch.setattr(counter, "_encode", lambda _: pytest.fail("tokenized again"))
         assert counter.text("".join(list(text))) == first
 
-    def test_the_cache_tells_texts_apart_by_their_digest(self) -> None:
+    def test_the_cache_tells_texts_apart_by_their_hash(self) -> None:
         """Two long texts differing in one character in the middle are counted apart."""
         counter = TokenCounter("cl100k_base", TokenCache(1_000))
         base = "word " * 200
@@ -110,7 +110,7 @@ class TestTokenCounter:
         assert counter.text(other) != counter.text(base)
 
     def test_a_message_seen_before_is_not_tokenized_again(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """The same message in a new object is counted from the cache (by the digest of its pieces);
+        """The same message in a new object is counted from the cache (by the hash of its pieces);
         the same texts split differently between parts are counted apart."""
         cache = TokenCache(1_000)
         counter = TokenCounter("cl100k_base", cache)
