@@ -69,6 +69,8 @@ _STUB: Final = re.compile(r"\[[^\[\]\n]{1,200} result omitted from context[:\]]"
 # Searched in lower-cased text, and without a leading \b: a pattern that opens with a literal is
 # searched for that literal first, about ten times faster (the word boundary is checked after).
 _EXIT_CODE: Final = re.compile(r"exit(?:ed with)?[ _]?(?:code|status)[:= ]+(-?\d+)")
+#: A string as JSON quotes it (`json.dumps` with an option builds an encoder on every call).
+_quoted: Final = json.JSONEncoder(ensure_ascii=False).encode
 
 
 #: Tools with a sub-command whose calls are named by it and by their path, e.g.
@@ -93,9 +95,9 @@ class CallInfo(NamedTuple):
         """``Read(file_path="src/app.py")``, or ``Read()`` when the call has no main argument."""
         shown = []
         if self.command is not None:
-            shown.append(f"command={json.dumps(self.command, ensure_ascii=False)}")
+            shown.append(f"command={_quoted(self.command)}")
         if self.key is not None and self.value is not None:
-            shown.append(f"{self.key}={json.dumps(self.value, ensure_ascii=False)}")
+            shown.append(f"{self.key}={_quoted(self.value)}")
         return f"{self.name}({', '.join(shown)})"
 
 

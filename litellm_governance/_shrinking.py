@@ -18,7 +18,9 @@ def shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]
     """Compact, then snip; retry with fewer scruples while the budget forces it. Only the attempt
     kept is added to `tally`, whose ``over_budget`` then says whether even the smallest request does
     not fit (`run` then truncates the newest exchange's results; it never stubs them)."""
-    protected = ctx.config.respect_cache_control and ctx.last_breakpoint(messages) >= 0
+    mark = ctx.last_breakpoint(messages)
+    protected = ctx.config.respect_cache_control and mark >= 0
+    too_big = protected and ctx.budget is not None and ctx.request_tokens(messages) > ctx.budget
     attempts: list[tuple[int | None, bool]] = [(None, False)]
     if protected:
         attempts.append((None, True))  # compacting behind the breakpoint beats cutting it off
@@ -30,10 +32,12 @@ def shrink(messages: list[Message], ctx: Context, tally: Tally) -> list[Message]
         if ctx.stable:
             kept = stable_shrink(messages, step_ctx, keep_recent)
         else:
+            behind = protected and not ignore_breakpoints  # (compaction stops at the breakpoint)
+            if behind and too_big and not any(m.get("role") == "tool" for m in messages[mark + 1 :]):
+                continue  # no result after it to compact, and too big: snipping would cut what it protects
             compacted = microcompact(messages, step_ctx, keep_recent)
-            stuck = protected and not ignore_breakpoints and compacted.messages is messages  # nothing compacted
-            if stuck and ctx.budget is not None and ctx.request_tokens(messages) > ctx.budget:
-                continue  # and too big as it is: snipping would cut what the breakpoint protects
+            if behind and compacted.messages is messages and too_big:
+                continue  # nothing compacted either
             cut = snip(compacted.messages, step_ctx)
             kept = StepResult(
                 cut.messages,

@@ -180,10 +180,12 @@ def _said(content: object) -> str | None:
 
 
 def _said_part(part: object) -> str | None:
-    if isinstance(part, Mapping) and part.get("type") == "message":  # a Responses message item
+    if isinstance(part, str) or not isinstance(part, Mapping):
+        return part if isinstance(part, str) else None
+    kind = part.get("type")
+    if kind == "message":  # a Responses message item
         return _said(part.get("content"))
-    text_block = isinstance(part, Mapping) and part.get("type") in ("text", "input_text", "output_text")
-    return _part_text(part) if isinstance(part, str) or text_block else None
+    return _part_text(part) if kind in ("text", "input_text", "output_text") else None
 
 
 def _carried(line: str) -> Entry:
