@@ -35,7 +35,7 @@ from bench.agent_shapes import to_claude_code, to_codex
 from bench.sessions import make_session, make_tools, next_round
 from litellm_governance import GovernanceConfig, detect_format, govern_request
 from litellm_governance._formats import spec
-from litellm_governance._tokens import _json, _message_pieces, _text, token_cache
+from litellm_governance._tokens import _json, _message_pieces, token_cache
 
 MODEL = "openai/gpt-4o"
 CONFIG = GovernanceConfig(context_window_tokens=1_000_000)  # measure counting and repairs, not cutting
@@ -65,10 +65,9 @@ FORMATS: dict[str, Callable[[list[dict[str, Any]]], Body]] = {
 
 def strings(body: Body) -> list[str]:
     """Every string governance counts in `body` (as its counter sees them)."""
-    pieces: list[Any] = []
+    texts: list[str] = []
     for message in spec(detect_format(body)).read(body).outline.view:
-        _message_pieces(message, pieces)
-    texts = [_text(piece) for piece in pieces]
+        _message_pieces(message, texts)
     if body.get("tools"):
         texts.append(_json(body["tools"]))
     return texts

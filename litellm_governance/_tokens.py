@@ -13,7 +13,6 @@ import base64
 import hashlib
 import importlib.util
 import json
-import marshal
 import threading
 import types
 from collections.abc import Mapping, Sequence
@@ -181,20 +180,20 @@ class TokenCounter:
     def message(self, message: Mapping[str, Any]) -> int:
         """Tokens a message costs in a request: framing, content, name and tool calls. Agents resend
         their history: a message seen before is one hash of its pieces and one lookup."""
-        pieces: list[str | _Structured] = []
-        fixed = _message_pieces(message, pieces)
-        key = hash((self.encoding_name, fixed, *pieces))  # (a tuple: no two ways to split the texts alike)
+        texts: list[str] = []
+        fixed = _message_pieces(message, texts)
+        key = hash((self.encoding_name, fixed, *texts))  # (a tuple: no two ways to split the texts alike)
         count = self._cache.get(key)
         if count is None:
-            count = fixed + sum(self.text(_text(piece)) for piece in pieces)
+            count = fixed + sum(self.text(text) for text in texts)
             self._cache.put(key, count)
         return count
 
     def content(self, content: object) -> int:
         """Tokens a message's content alone costs (what replacing it saves or adds)."""
-        pieces: list[str | _Structured] = []
-        fixed = _content_pieces(content, pieces)
-        return fixed + sum(self.text(_text(piece)) for piece in pieces)
+        texts: list[str] = []
+        fixed = _content_pieces(content, texts)
+        return fixed + sum(self.text(text) for text in texts)
 
     def tools(self, tools: Sequence[object] | None) -> int:
         """Tokens the request's tool schemas cost."""
@@ -239,34 +238,13 @@ def _flatten(value: object) -> str:
     return " ".join(parts)
 
 
-class _Structured:
-    """A structured value among a message's pieces, tokenized as its JSON; hashed by its `marshal`
-    bytes (a few times quicker than the JSON, which only a count the cache misses needs)."""
-
-    __slots__ = ("_hash", "value")
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-        try:
-            self._hash = hash((_Structured, marshal.dumps(value, 0)))  # (version 0: no references, no interning)
-        except (ValueError, TypeError):  # a type marshal does not write, or nesting too deep for it
-            self._hash = hash((_Structured, _json(value)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-
-def _text(piece: str | _Structured) -> str:
-    return piece if isinstance(piece, str) else _json(piece.value)
-
-
-def _content_pieces(content: object, pieces: list[str | _Structured], *, nested: bool = False) -> int:
-    """Append the pieces to tokenize in `content` to `pieces` (texts, and structured values, which
-    count as their JSON); return the tokens counted as fixed."""
+def _content_pieces(content: object, pieces: list[str], *, nested: bool = False) -> int:
+    """Append the texts to tokenize in `content` to `pieces` (a structured value as its JSON);
+    return the tokens counted as fixed."""
     if content is None:
         return 0
     if not isinstance(content, list):
-        pieces.append(content if isinstance(content, str) else _Structured(content))
+        pieces.append(content if isinstance(content, str) else _json(content))
         return 0
     fixed = 0
     for part in content:
@@ -281,11 +259,11 @@ def _content_pieces(content: object, pieces: list[str | _Structured], *, nested:
             # A Responses message item inside an assistant turn: its parts, one level down.
             fixed += MESSAGE_OVERHEAD + _content_pieces(part["content"], pieces, nested=True)
         else:
-            pieces.append(_Structured(part))
+            pieces.append(_json(part))
     return fixed
 
 
-def _message_pieces(message: Mapping[str, Any], pieces: list[str | _Structured]) -> int:
+def _message_pieces(message: Mapping[str, Any], pieces: list[str]) -> int:
     """Append the pieces of `message` to `pieces` (see `_content_pieces`); return its fixed tokens:
     the framing, and each tool call's (its id, name and arguments are pieces)."""
     fixed = MESSAGE_OVERHEAD + _content_pieces(message.get("content"), pieces)
