@@ -204,7 +204,7 @@ def _explain(args: argparse.Namespace, body: dict[str, Any], model: str) -> tupl
     config = config.replace(**{k: v for k, v in changes.items() if v is not None})
     fmt = args.format or detect_format(body)
     hints: list[str] = []
-    if fmt == "responses":  # Codex's compaction requests, and the items the proxy answered them with
+    if FORMATS[fmt].session_compaction:  # Codex's compaction requests, and the items the proxy answered them with
         body, hints = for_explain(body, model, provider)
     if args.max_output is not None:
         body = {**body, FORMATS[fmt].max_output[0]: args.max_output}

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from ._compaction import COMPACTION, newest_compaction
 from ._messages import ORIGIN, SYSTEM_ROLES, Message, Origin, Outline, interleave, native_of, origin, validate_list
+from ._steps import MERGED, RESULTS_MOVED
 
 __all__ = ["AnthropicOutline"]
 
@@ -53,11 +54,11 @@ class AnthropicOutline(Outline):
             group, results_first, _ = read[index]
             self._groups[id(group[0])] = (index, self.messages[index], group, not results_first)
             if not results_first:
-                self.parse_counts["results_moved"] = self.parse_counts.get("results_moved", 0) + 1
+                self.parse_counts[RESULTS_MOVED] = self.parse_counts.get(RESULTS_MOVED, 0) + 1
             before = read[index - 1][0] if index > len(self.dead) else ()
             if before and before[-1].get("role") == "tool" and self.messages[index].get("role") == "user":
                 # a user message after one ending in tool results is rendered as one turn with it
-                self.parse_counts["merged"] = self.parse_counts.get("merged", 0) + 1
+                self.parse_counts[MERGED] = self.parse_counts.get(MERGED, 0) + 1
             self.view.extend(group)
 
     @property

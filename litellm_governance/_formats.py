@@ -104,6 +104,9 @@ class FormatSpec:
     context_edits: bool = False
     #: How its assistant turns carry thinking (`_thinking.Shape`); None: no thinking the provider checks.
     thinking: Shape | None = None
+    #: Its clients ask the server to compact their session, and send the compaction back (Codex,
+    #: `_session_compaction`); a request of another format reaches a deployment hook translated.
+    session_compaction: bool = False
 
     def max_output_tokens(self, request: Mapping[str, Any]) -> int | None:
         """The output tokens a request asks for (what the provider reserves next to the prompt)."""
@@ -159,6 +162,7 @@ FORMATS: Final[Mapping[Format, FormatSpec]] = {
             _plain(body.get("input")), body.get("instructions"), body.get("previous_response_id")
         ),
         compaction="item",
+        session_compaction=True,
         litellm_config="get_provider_responses_api_config",
         unique_call_ids=True,
         said=lambda text: [said(text)],

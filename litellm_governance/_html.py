@@ -18,7 +18,7 @@ from html import escape
 from importlib.resources import files
 from typing import Any, Final
 
-from ._steps import FATES, Kind, step
+from ._steps import FATES, SUPERSEDED, TRUNCATED, Kind, step
 
 __all__ = ["FATE_COLOURS", "FATE_PATTERNS", "KIND_COLOURS", "OTHER_COLOUR", "PATTERNS", "render_html"]
 
@@ -49,8 +49,8 @@ PATTERNS: Final[Mapping[str, str]] = {
 }
 #: Shrunk fates told apart at a glance: the stage by the hue (truncation the palette's yellow), the
 #: fate by a pattern, which a reader who sees no colour still sees. Other fates are plain.
-FATE_PATTERNS: Final[Mapping[str, str]] = {"superseded": "stripes", "truncated": "bars"}
-_FATE_HUES: Final[Mapping[str, str]] = {"truncated": "#F0E442"}  # yellow
+FATE_PATTERNS: Final[Mapping[str, str]] = {SUPERSEDED: "stripes", TRUNCATED: "bars"}
+_FATE_HUES: Final[Mapping[str, str]] = {TRUNCATED: "#F0E442"}  # yellow
 #: Every fate's colour, in legend order: `KEPT`, then the steps in their order (`_steps`).
 FATE_COLOURS: Final[Mapping[str, str]] = {
     fate: _FATE_HUES.get(fate) or KIND_COLOURS[found.kind if (found := step(fate)) is not None else "kept"]

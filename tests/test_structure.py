@@ -232,3 +232,46 @@ class TestReadableSize:
         assert "PL" in lint["select"] and not rules & set(lint["ignore"])
         exempt = [glob for glob, ignored in lint["per-file-ignores"].items() if rules & set(ignored)]
         assert all(glob.startswith(("tests/", "bench/", "litellm_governance/testing/")) for glob in exempt)
+
+
+class TestOneHomeEach:
+    """Knowledge in one place each (#53): what differs between the request formats only in their
+    descriptions (`_formats.FORMATS`) and their outline modules, step names only from the step table
+    (`_steps`): elsewhere, no branch on a format's name and no step name spelled out."""
+
+    RUNTIME = [p for p in (ROOT / "litellm_governance").rglob("*.py") if "testing" not in p.parts]
+    FORMAT_MODULES = frozenset({"_formats.py", "_anthropic.py", "_responses.py"})
+
+    @staticmethod
+    def _constants(node: ast.expr) -> list[object]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return [item.value for item in items if isinstance(item, ast.Constant)]
+
+    def test_no_branch_on_a_format_name_outside_the_format_modules(self) -> None:
+        from litellm_governance._formats import FORMAT_NAMES
+
+        found = []
+        for path in self.RUNTIME:
+            if path.name in self.FORMAT_MODULES:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Compare):
+                    continue
+                left = node.left.id if isinstance(node.left, ast.Name) else getattr(node.left, "attr", "")
+                named = [c for side in node.comparators for c in self._constants(side) if c in FORMAT_NAMES]
+                if left in ("fmt", "format") and named:
+                    found.append(f"{path.name}:{node.lineno}")
+        assert found == []
+
+    def test_no_step_name_spelled_out_outside_the_step_table(self) -> None:
+        from litellm_governance._steps import STEPS
+
+        names = {s.name for s in STEPS}
+        found = []
+        for path in self.RUNTIME:
+            if path.name == "_steps.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    found.append(f"{path.name}:{node.lineno} {node.value}")
+        assert found == []

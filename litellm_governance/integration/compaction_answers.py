@@ -16,9 +16,10 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 from .._session_compaction import compaction_item, summary_of_answer, text_tokens
+from .._steps import COMPACTED_SESSION
 from .failures import LogOnce, logger
 from .fields import call_id_of, spend_logs
-from .session_compaction import NOTE_ANSWER, STEP, Plan, plan_of
+from .session_compaction import NOTE_ANSWER, Plan, plan_of
 
 #: Where an answer's figures go in ``spend_logs_metadata`` (next to the pass's report).
 REPORT_KEY: Final = "governance_compaction"
@@ -115,7 +116,9 @@ def _answer(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) 
         seconds = time.perf_counter() - plan.started
         after = text_tokens(summary, plan.model)
         model, before = request.get("model"), plan.tokens_before
-        logger.info("%s for %s: %s; %d -> %d tokens in %.2f s", STEP, model, outcome, before, after, seconds)
+        logger.info(
+            "%s for %s: %s; %d -> %d tokens in %.2f s", COMPACTED_SESSION, model, outcome, before, after, seconds
+        )
         spend = spend_logs(request, "litellm_metadata") if isinstance(request, dict) else None
         if spend is not None:
             figures = {"mode": plan.mode, "outcome": outcome, "tokens_before": before, "tokens_after": after}

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .._config import GovernanceConfig
-from .._steps import STAGES
+from .._steps import COMPACTED_SESSION, STAGES
 from .failures import LogOnce, logger
 from .fields import REPORT_KEY, format_of
 
 #: A request's outcome: changed by governance, left as it was, not governed (disabled, or the client
 #: opted out), governance failed and the request went through as it was, a configuration error, or a
 #: compaction request the gateway answered (`session_compaction`).
-OUTCOMES: Final = ("governed", "unchanged", "skipped", "failed_open", "config_error", "compacted_session")
+OUTCOMES: Final = ("governed", "unchanged", "skipped", "failed_open", "config_error", COMPACTED_SESSION)
 #: Latency buckets (seconds): a warm pass takes a few milliseconds, a cold 1,600-message one ~0.2 s.
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 #: Distinct values one label may take in one process; later ones are recorded as ``other``.
@@ -114,8 +114,8 @@ def outcome_of(entry: Mapping[str, Any]) -> str:
     if entry.get("skipped"):
         return "skipped" if entry.get("reason") == "disabled" else "failed_open"
     steps = entry.get("steps")
-    if isinstance(steps, Mapping) and steps.get("compacted_session"):
-        return "compacted_session"
+    if isinstance(steps, Mapping) and steps.get(COMPACTED_SESSION):
+        return COMPACTED_SESSION  # (the outcome has its step's name)
     return "governed" if entry.get("changed") else "unchanged"
 
 

@@ -13,9 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from .._config import GovernanceConfig
+from .._formats import FORMATS
 from .._models import Deployment
 from .._request import Format
 from .._session_compaction import is_trigger_request, read_back, session_note, summary_request
+from .._steps import COMPACTED_SESSION
 from .context_editing import COMPACT, native_features
 from .failures import LogOnce, logger
 from .fields import METADATA, in_metadata, metadata_key, record, report_slot
@@ -27,8 +29,6 @@ PLAN_KEY: Final = "_governance_compaction"
 #: Marks the fallback the gateway adds to a summary request: the same model group, answered with the
 #: note (the deployment hook takes the mark off before LiteLLM sees the call).
 NOTE_FALLBACK: Final = "_governance_note_fallback"
-#: The step the report counts (`_steps.STEPS`).
-STEP: Final = "compacted_session"
 #: The mode of a plan the gateway's own fallback answers with the note.
 FALLBACK: Final = "note-fallback"
 #: What LiteLLM's ``mock_response`` answers where the note does (short: LiteLLM streams a mock three
@@ -111,7 +111,7 @@ def _announces_remote_compaction(data: Mapping[str, Any]) -> bool:
 
 def before_routing(data: dict[str, Any], fmt: Format, config: Callable[[], GovernanceConfig]) -> dict[str, Any] | None:
     """The proxy's pre-call step (module docstring): a new dict, or None: unchanged. Fails open."""
-    if fmt != "responses" or not isinstance(data.get("input"), list):
+    if not FORMATS[fmt].session_compaction or not isinstance(data.get("input"), list):
         return None
     with _once.guard("compaction request left as sent (%s at %s)"):
         replaced = read_back(data["input"])
@@ -166,11 +166,11 @@ def at_deployment(kwargs: dict[str, Any], fmt: Format) -> dict[str, Any] | None:
     dict, or None: unchanged."""
     with _once.guard("compaction read-back skipped (%s at %s)"):
         plan = plan_of(kwargs)
-        if plan is not None and plan.mode != "model" and fmt == "chat":
+        if plan is not None and plan.mode != "model" and not FORMATS[fmt].session_compaction:  # translated
             return {**kwargs, "mock_response": NOTE_ANSWER}
         if plan is not None and NOTE_FALLBACK in kwargs:
             return _noted_fallback(kwargs, fmt, plan)
-        if fmt != "responses":
+        if not FORMATS[fmt].session_compaction:
             return None
         out = _without_threshold(kwargs)
         metadata = kwargs.get(metadata_key(kwargs, fmt))
@@ -205,7 +205,9 @@ def _noted_fallback(kwargs: dict[str, Any], fmt: Format, plan: Plan) -> dict[str
     out = {key: value for key, value in kwargs.items() if key != NOTE_FALLBACK}
     key = metadata_key(out, fmt)
     out[key] = {**out.get(key, {}), PLAN_KEY: replace(plan, mode=FALLBACK)}
-    _once.log(("fallback", plan.model), logging.WARNING, "%s: the model's summary failed; the note answers", STEP)
+    _once.log(
+        ("fallback", plan.model), logging.WARNING, "%s: the model's summary failed; the note answers", COMPACTED_SESSION
+    )
     return out
 
 
@@ -219,22 +221,26 @@ def reported(request: dict[str, Any] | None, fmt: Format) -> None:
 
 def _report(request: dict[str, Any], fmt: Format, plan: Plan) -> None:
     note = (
-        f"{STEP}: a compaction request for a deployment without compaction of its own; the gateway answers "
-        f"with one compaction item holding the session's summary ({plan.mode}; the session was "
-        f"{plan.tokens_before} tokens)"
+        f"{COMPACTED_SESSION}: a compaction request for a deployment without compaction of its own; the "
+        f"gateway answers with one compaction item holding the session's summary ({plan.mode}; the session "
+        f"was {plan.tokens_before} tokens)"
     )
     metadata = request.get(metadata_key(request, fmt))
     state = metadata.get(STATE_KEY) if isinstance(metadata, dict) else None
     if isinstance(metadata, dict) and isinstance(state, PassState) and state.pre_call_report is not None:
         first = state.pre_call_report
-        steps = dict(sorted({**first.steps, STEP: 1}.items()))
+        steps = dict(sorted({**first.steps, COMPACTED_SESSION: 1}.items()))
         report = replace(first, steps=steps, changed=True, notes=(*first.notes, note))
         metadata[STATE_KEY] = replace(state, pre_call_report=report)
         record(request, fmt, {**report.to_dict(), "summary": report.summary(), "stage": "pre_call"})
         return
     slot = report_slot(request)
     if slot is None:
-        record(request, fmt, {"changed": True, "steps": {STEP: 1}, "notes": [note], "summary": f"{STEP}=1"})
-    elif STEP not in slot.get("steps", {}):
-        slot["steps"] = {**slot.get("steps", {}), STEP: 1}
-        slot["summary"] = f"{STEP}=1; {slot.get('summary', '')}"
+        record(
+            request,
+            fmt,
+            {"changed": True, "steps": {COMPACTED_SESSION: 1}, "notes": [note], "summary": f"{COMPACTED_SESSION}=1"},
+        )
+    elif COMPACTED_SESSION not in slot.get("steps", {}):
+        slot["steps"] = {**slot.get("steps", {}), COMPACTED_SESSION: 1}
+        slot["summary"] = f"{COMPACTED_SESSION}=1; {slot.get('summary', '')}"
