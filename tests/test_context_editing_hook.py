@@ -19,7 +19,7 @@ from litellm_governance import GovernanceHook  # noqa: E402
 from litellm_governance._context_editing import CLEARED_TOOL_RESULT  # noqa: E402
 from litellm_governance._models import Deployment  # noqa: E402
 from litellm_governance.integration import context_editing  # noqa: E402
-from litellm_governance.integration.fields import METADATA  # noqa: E402
+from litellm_governance.integration.fields import EDITS_KEY, METADATA  # noqa: E402
 from litellm_governance.testing import RecordingUpstream  # noqa: E402
 
 pytestmark = pytest.mark.litellm
@@ -99,7 +99,7 @@ class TestPrepare:
         assert edited["metadata"] == {"user_id": "u"}
         (applied,) = edited["litellm_metadata"][context_editing.APPLIED_KEY]
         assert applied["cleared_tool_uses"] == 2
-        logged = edited["litellm_metadata"]["spend_logs_metadata"][context_editing.REPORT_KEY]
+        logged = edited["litellm_metadata"]["spend_logs_metadata"][EDITS_KEY]
         assert logged == {"applied_edits": [applied]}
 
 

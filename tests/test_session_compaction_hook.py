@@ -233,6 +233,8 @@ class TestWhatCodexReceives:
         output = answer["output"] if isinstance(answer, dict) else answer.output
         (item,) = output
         assert item["type"] == "compaction" and decode_summary(item["encrypted_content"]) == "JSON SUMMARY"
+        figures = request["litellm_metadata"]["spend_logs_metadata"]["governance_compaction"]  # logged, no content
+        assert figures["outcome"] and figures["tokens_after"] > 0 and "JSON SUMMARY" not in json.dumps(figures)
         assert compaction_answers.answered(request, answer) is None
         assert compaction_answers.answered({"litellm_metadata": {}}, response) is None
 

@@ -275,3 +275,18 @@ class TestOneHomeEach:
                 if isinstance(node, ast.Constant) and node.value in names:
                     found.append(f"{path.name}:{node.lineno} {node.value}")
         assert found == []
+
+    def test_where_the_plugin_logs_in_a_request_is_named_in_one_module(self) -> None:
+        """``spend_logs_metadata`` and the plugin's keys in it (its report, the context edits it
+        applied, a compaction answer's figures) are spelled out in `integration.fields` alone."""
+        from litellm_governance.integration import fields
+
+        keys = {"spend_logs_metadata", fields.REPORT_KEY, fields.EDITS_KEY, fields.ANSWER_KEY} - {fields.SETTINGS_KEY}
+        found = []
+        for path in self.RUNTIME:
+            if path.name == "fields.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in keys:
+                    found.append(f"{path.name}:{node.lineno} {node.value}")
+        assert found == []

@@ -18,11 +18,9 @@ from typing import Any, Final
 from .._session_compaction import compaction_item, summary_of_answer, text_tokens
 from .._steps import COMPACTED_SESSION
 from .failures import LogOnce, logger
-from .fields import call_id_of, spend_logs
+from .fields import ANSWER_KEY, call_id_of, record
 from .session_compaction import NOTE_ANSWER, Plan, plan_of
 
-#: Where an answer's figures go in ``spend_logs_metadata`` (next to the pass's report).
-REPORT_KEY: Final = "governance_compaction"
 _FAILED: Final = frozenset({"response.failed", "response.incomplete", "error"})
 #: The ``usage`` of an answer no model wrote (``note`` mode).
 _NO_USAGE: Final = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -119,10 +117,9 @@ def _answer(request: Mapping[str, Any], plan: Plan, summary: str, outcome: str) 
         logger.info(
             "%s for %s: %s; %d -> %d tokens in %.2f s", COMPACTED_SESSION, model, outcome, before, after, seconds
         )
-        spend = spend_logs(request, "litellm_metadata") if isinstance(request, dict) else None
-        if spend is not None:
+        if isinstance(request, dict):
             figures = {"mode": plan.mode, "outcome": outcome, "tokens_before": before, "tokens_after": after}
-            spend[REPORT_KEY] = {**figures, "seconds": round(seconds, 3)}
+            record(request, "responses", {**figures, "seconds": round(seconds, 3)}, key=ANSWER_KEY)
     return compaction_item(summary)
 
 

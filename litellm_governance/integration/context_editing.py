@@ -26,7 +26,7 @@ from .._models import Deployment, split_provider
 from .._profiles import PROFILES
 from .._request import Format
 from .failures import LogOnce, logger
-from .fields import HISTORY, METADATA, holds_compaction, in_metadata, spend_logs
+from .fields import EDITS_KEY, HISTORY, METADATA, holds_compaction, in_metadata, record
 
 #: Anthropic's server-side compaction edit (LiteLLM polyfills it only with a summary model).
 COMPACT: Final = "compact_20260112"
@@ -36,8 +36,6 @@ _EVERYTHING: Final = frozenset({CLEAR_TOOL_USES, CLEAR_THINKING, COMPACT})
 _EDITING_MODELS: Final = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:[4-9]|\d\d)|claude-(?:fable|[5-9])")
 #: Private key in the request's LiteLLM metadata: the applied edits the answer reports.
 APPLIED_KEY: Final = "_governance_applied_edits"
-#: Where the applied edits are recorded for logging (``spend_logs_metadata``, next to the report).
-REPORT_KEY: Final = "governance_context_editing"
 
 _failures = LogOnce(logger)
 
@@ -158,9 +156,7 @@ def _remember(request: dict[str, Any], fmt: Format, applied: tuple[dict[str, Any
     if not isinstance(request.get(key), dict):
         request[key] = {}
     every = request[key][APPLIED_KEY] = (*request[key].get(APPLIED_KEY, ()), *applied)
-    spend = spend_logs(request, key)
-    if spend is not None:
-        spend[REPORT_KEY] = {"applied_edits": [dict(e) for e in every]}
+    record(request, fmt, {"applied_edits": [dict(e) for e in every]}, key=EDITS_KEY)
 
 
 def _applied(request: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:

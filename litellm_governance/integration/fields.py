@@ -22,8 +22,11 @@ HISTORY: Final[Mapping[Format, str]] = {spec.name: spec.history for spec in FORM
 METADATA: Final[Mapping[Format, str]] = {spec.name: spec.metadata for spec in FORMATS.values()}
 #: Response header the proxy adds to governed requests.
 HEADER: Final = "x-litellm-governance"
-#: Where the report lives in ``spend_logs_metadata``.
+#: Where the report lives in ``spend_logs_metadata``; and next to it, the context edits the gateway
+#: applied (`context_editing`) and the figures of a compaction answer it gave (`compaction_answers`).
 REPORT_KEY: Final = "governance"
+EDITS_KEY: Final = "governance_context_editing"
+ANSWER_KEY: Final = "governance_compaction"
 # The metadata field of /v1/messages and /v1/responses requests.
 _CLIENT_METADATA: Final = "litellm_metadata"
 
@@ -62,11 +65,27 @@ def spend_logs(request: dict[str, Any], key: str) -> dict[str, Any] | None:
     return spend if isinstance(spend, dict) else None
 
 
-def record(request: dict[str, Any], fmt: Format, entry: dict[str, Any]) -> None:
-    """Put the report `entry` at ``spend_logs_metadata.governance`` of the request's LiteLLM metadata."""
+def record(request: dict[str, Any], fmt: Format, entry: dict[str, Any], key: str = REPORT_KEY) -> None:
+    """Put the report `entry` (or what `key` names) in ``spend_logs_metadata`` of the request's LiteLLM
+    metadata, where LiteLLM's logging payload keeps it."""
     spend = spend_logs(request, metadata_key(request, fmt))
     if spend is not None:
-        spend[REPORT_KEY] = entry
+        spend[key] = entry
+
+
+def logged_report(payload: Mapping[str, Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The report of a logged request: in the standard logging payload's metadata, else in the
+    request's own LiteLLM metadata."""
+    holders: list[object] = [payload.get("metadata")]
+    params = kwargs.get("litellm_params")
+    if isinstance(params, Mapping):
+        holders += [params.get("metadata"), params.get(_CLIENT_METADATA)]
+    for holder in holders:
+        spend = holder.get("spend_logs_metadata") if isinstance(holder, Mapping) else None
+        entry = spend.get(REPORT_KEY) if isinstance(spend, Mapping) else None
+        if isinstance(entry, Mapping):
+            return entry
+    return None
 
 
 def in_metadata(request: Mapping[str, Any], key: str) -> list[Any]:

@@ -17,7 +17,7 @@ from typing import Any, Final
 from .._config import GovernanceConfig
 from .._steps import COMPACTED_SESSION, STAGES
 from .failures import LogOnce, logger
-from .fields import REPORT_KEY, format_of
+from .fields import format_of, logged_report
 
 #: A request's outcome: changed by governance, left as it was, not governed (disabled, or the client
 #: opted out), governance failed and the request went through as it was, a configuration error, or a
@@ -219,7 +219,7 @@ class Metrics:
         fmt = format_of(payload.get("call_type") or kwargs.get("call_type"))
         if fmt is None:
             return  # not a request governance reads (embeddings, /v1/completions ...)
-        entry = _entry(payload, kwargs)
+        entry = logged_report(payload, kwargs)
         entry = entry if entry is not None else _disabled(config_of)
         request = payload.get("trace_id") or kwargs.get("litellm_trace_id") or kwargs.get("litellm_call_id")
         if entry is None or (isinstance(request, str) and request and not self._requests_seen.first(request)):
@@ -235,21 +235,6 @@ class Metrics:
             self._over_budget.labels(group).inc()
         if isinstance(entry.get("max_output_lowered_from"), int):
             self._lowered.labels(group).inc()
-
-
-def _entry(payload: Mapping[str, Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The report entry of a logged request: in the standard logging payload's metadata, else in
-    the request's own LiteLLM metadata."""
-    holders: list[object] = [payload.get("metadata")]
-    params = kwargs.get("litellm_params")
-    if isinstance(params, Mapping):
-        holders += [params.get("metadata"), params.get("litellm_metadata")]
-    for holder in holders:
-        spend = holder.get("spend_logs_metadata") if isinstance(holder, Mapping) else None
-        entry = spend.get(REPORT_KEY) if isinstance(spend, Mapping) else None
-        if isinstance(entry, Mapping):
-            return entry
-    return None
 
 
 def _disabled(config_of: Callable[[], GovernanceConfig]) -> Mapping[str, Any] | None:
