@@ -148,9 +148,9 @@ def token_cache(size: int) -> TokenCache:
 
 class TokenCounter:
     """Counts the tokens of messages and tool schemas with one encoding and a shared cache, whose
-    keys are Python's hash of the texts with the encoding's name: SipHash under a key drawn for the
-    process, 64 bits (a collision could change an estimate, never content; it cannot be aimed at
-    without the process's key), and a string hashes once (the steps count the same texts again)."""
+    keys are Python's hash of the texts with the encoding's name: 64 bits, from SipHash under a key
+    drawn per process (unless PYTHONHASHSEED fixes it), so nobody outside can aim a collision, and one
+    could only change an estimate, never content; a string hashes once (the steps count texts again)."""
 
     def __init__(self, encoding_name: str, cache: TokenCache) -> None:
         self.encoding_name = encoding_name
