@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 
 from ._context import Context, Fate, StepResult
 from ._messages import Message
@@ -79,9 +80,10 @@ def stable_shrink(messages: list[Message], ctx: Context, keep_recent: int | None
     found = catalogue(messages, ctx)
     layout = Layout.of(messages, ctx)
     if ctx.budget is None or not layout.units:
-        compacted = _batched(found.candidates, keep, batch, found.newest)
+        candidates = found.candidates
+        stubs = {o: _stub(messages, candidates[o]) for o in _batched(candidates, keep, batch, found.newest)}
         over = ctx.budget is not None and layout.fixed > ctx.budget
-        return _apply(messages, ctx, layout, found, compacted=compacted, stubbed_stale=None, cut=0, over_budget=over)
+        return _apply(messages, ctx, layout, found, stubs=stubs, cut=0, over_budget=over)
     replay = _Replay(messages, ctx, layout, found, keep=keep, batch=batch)
     for step in range(len(layout.units)):
         replay.arrive(step)
@@ -113,8 +115,7 @@ class _Replay:
         self.current = list(layout.tokens)  # what each unit costs at the current step of the replay
         self.arrived = [0] * len(self.current)  # what each unit cost when it arrived
         self.whole: deque[int] = deque()  # candidates that arrived and are still whole, oldest first
-        self.compacted: set[int] = set()
-        self.stubbed_stale: set[int] = set()  # compacted because a later read superseded them
+        self.compacted: dict[int, tuple[Message, bool]] = {}  # candidate -> its stub, and whether it says stale
         self.stale: set[int] = set()  # whole candidates a later read superseded: compacted at the next batch
         self.deferred: list[int] = []  # too big to keep whole: compacted once they are no longer the newest
         self.cut, self.tail, self.step = 0, 0, 0
@@ -128,16 +129,14 @@ class _Replay:
     def compact_one(self, ordinal: int) -> int:
         """Compact a whole candidate; what that takes off the tail (nothing for one before the cut)."""
         self.whole.remove(ordinal)
-        if ordinal in self.stale:
-            self.stale.discard(ordinal)
-            self.stubbed_stale.add(ordinal)  # its stub says so; one compacted earlier keeps its own
-        self.compacted.add(ordinal)
         candidate = self.found.candidates[ordinal]
+        # Its stub says stale if a later read superseded it by now; one compacted earlier keeps its own.
+        self.compacted[ordinal] = _stub(self.messages, candidate, stale=ordinal in self.stale)
+        self.stale.discard(ordinal)
         unit = self.unit_of[candidate.index]
-        # What that saves: a stub replaces the content and nothing else.
+        # What that saves (measured on the very stub the request will carry): it replaces the content alone.
         content = self.messages[candidate.index].get("content")
-        stub = compact(self.messages[candidate.index], candidate)["content"]
-        saving = self.ctx.counter.content(content) - self.ctx.counter.text(stub)
+        saving = self.ctx.counter.content(content) - self.ctx.counter.text(self.compacted[ordinal][0]["content"])
         self.current[unit] -= saving
         return saving if unit >= self.cut else 0
 
@@ -228,8 +227,8 @@ class _Replay:
         over = tail_cost + (note if tail_cost + note <= room else 0) > room
         allowance = min(self.cap, room - tail_cost)
         return _apply(
-            self.messages, self.ctx, self.layout, self.found, compacted=self.compacted,
-            stubbed_stale=self.stubbed_stale, cut=cut, over_budget=over, trace=self.trace, allowance=allowance,
+            self.messages, self.ctx, self.layout, self.found, stubs=self.compacted,
+            cut=cut, over_budget=over, trace=self.trace, allowance=allowance,
         )  # fmt: skip
 
 
@@ -250,27 +249,23 @@ def _apply(
     layout: Layout,
     found: Catalogue,
     *,
-    compacted: set[int],
-    stubbed_stale: set[int] | None,
+    stubs: Mapping[int, tuple[Message, bool]],
     cut: int,
     over_budget: bool,
     trace: TraceIndex | None = None,
     allowance: int = 0,
 ) -> StepResult:
-    """The request with the `compacted` candidates stubbed and the units before `cut` cut. A stub says
-    what the replay knew when it compacted the result: a read superseded only later keeps the stub it
-    got by age (so the prefix does not change under the cache); `stubbed_stale` None: the default reason."""
-    candidates = found.candidates
+    """The request with the candidates in `stubs` replaced by their stub (which says whether a later
+    read superseded the result) and the units before `cut` cut."""
     first_kept = layout.units[cut][0] if layout.units else 0
     out = list(messages)
     fates: list[Fate] = []
-    for ordinal in sorted(compacted):
-        candidate = candidates[ordinal]
-        if candidate.index < first_kept:
+    for ordinal in sorted(stubs):
+        index = found.candidates[ordinal].index
+        if index < first_kept:
             continue  # snipped anyway
-        stale = candidate.superseded_by is not None if stubbed_stale is None else ordinal in stubbed_stale
-        out[candidate.index] = compact(messages[candidate.index], candidate, superseded=stale)
-        fates.append(Fate(SUPERSEDED if stale else COMPACTED, out[candidate.index]))
+        out[index], stale = stubs[ordinal]
+        fates.append(Fate(SUPERSEDED if stale else COMPACTED, out[index]))
     if not fates:
         out = messages
     cut_turns = None
@@ -283,3 +278,10 @@ def _apply(
     return StepResult(
         out, tuple(fates), over_budget=over_budget, large_uncompacted=found.large_uncompacted, cut=cut_turns
     )
+
+
+def _stub(messages: list[Message], candidate: Candidate, *, stale: bool | None = None) -> tuple[Message, bool]:
+    """The candidate's result as a stub, and whether it says stale (default: whether a later read
+    supersedes it anywhere in the request)."""
+    stale = candidate.superseded_by is not None if stale is None else stale
+    return compact(messages[candidate.index], candidate, superseded=stale), stale
