@@ -13,12 +13,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 from ._calls import calls_by_id
 from ._messages import Message, call_id, native_of, tool_calls
 
-__all__ = ["CutTurns", "KeyChain", "prefix_keys", "transcript"]
+__all__ = ["CutTurns", "prefix_keys", "transcript"]
 
 
 @dataclass(frozen=True)
@@ -47,20 +46,19 @@ class CutTurns:
         return self.keyed()
 
 
-def prefix_keys(units: Sequence[Sequence[Message]], *, after: KeyChain | None = None) -> KeyChain:
+def prefix_keys(units: Sequence[Sequence[Message]]) -> tuple[str, ...]:
     """``keys[c]``: the key of cutting every unit before `c` — a SHA-256 digest of every field of
     every message of those units, as the client sent them (`_material`): the same only where what is
-    cut is the same, byte for byte. ``keys[0]`` is "" (nothing cut). With `after` (the keys of the
-    first units, as an earlier request of the conversation found them), `units` are those that follow."""
-    digest = hashlib.sha256(b"cut-turns-v3") if after is None else after.digest.copy()
-    keys = [""] if after is None else list(after.keys)
+    cut is the same, byte for byte. ``keys[0]`` is "" (nothing cut)."""
+    digest = hashlib.sha256(b"cut-turns-v3")
+    keys = [""]
     for unit in units:
         for message in unit:
             material = _material(message)
             digest.update(len(material).to_bytes(8, "big") + material)
         digest.update(b"\x1d")  # the end of a unit
         keys.append(digest.copy().hexdigest())
-    return KeyChain(tuple(keys), digest)
+    return tuple(keys)
 
 
 def _material(message: Message) -> bytes:
@@ -73,20 +71,6 @@ def _material(message: Message) -> bytes:
     except (ValueError, RecursionError):  # a value JSON cannot hold: its repr, as exact
         text = repr(value)
     return text.encode("utf-8", "surrogatepass")
-
-
-@dataclass(frozen=True)
-class KeyChain:
-    """The keys of cutting before each of a request's first units (`prefix_keys`), and the digest
-    after the last of them (to go on from; never updated in place)."""
-
-    keys: tuple[str, ...]
-    digest: Any
-
-    @property
-    def units(self) -> int:
-        """How many units the keys cover."""
-        return len(self.keys) - 1
 
 
 def transcript(messages: Sequence[Message], *, limit: int = 60_000, result_chars: int = 2_000) -> str:

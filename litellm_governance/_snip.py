@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from ._context import Context, Fate, StepResult, is_bridge_content, is_turn
 from ._cut_turns import CutTurns, prefix_keys
@@ -288,14 +289,10 @@ def _cut_turns(
     the newest one written for an earlier cut point of these very turns, if any."""
     units, anchor = layout.units, layout.anchor(cut)
 
+    @cache
     def keys() -> tuple[str, ...]:
         """The cut keys up to `cut` (`prefix_keys`, of the messages as the client sent them)."""
-        chain = trace.chain
-        if chain is None or chain.units < cut:
-            done = chain.units if chain is not None else 0
-            source = trace.source
-            chain = trace.chain = prefix_keys([source[start:end] for start, end in units[done:cut]], after=chain)
-        return chain.keys  # type: ignore[no-any-return]
+        return prefix_keys([trace.source[start:end] for start, end in units[:cut]])
 
     # Not this cut point's own summary: written after the cut, using it would change the request
     # while the cut point stays (a rewrite the prompt cache pays for); the next cut point will.

@@ -283,7 +283,6 @@ class TraceIndex:
         self._seen: set[str | None] = set()  # the calls the estimate has seen
         self._totals: list[int] = []  # the estimate's running total after each unit walked
         self._kept: dict[int, int] = {}
-        self.chain: Any = None  # the cut keys worked out so far (`_cut_turns.KeyChain`), if any
 
     @cached_property
     def _calls(self) -> tuple[Mapping[str, CallInfo], dict[str, Message]]:  # by id; and each id's first result
